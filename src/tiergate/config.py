@@ -1,0 +1,309 @@
+"""Typed gateway configuration: YAML file plus environment, validated at load.
+
+Every key has a documented default (see docs/configuration.md). A config that
+fails validation raises ConfigError carrying one message per problem, so
+`tiergate serve` and `tiergate config check` can print them all at once.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
+StrategyName = Literal["cheapest", "quality", "balanced", "linucb", "gated_adaptive", "dsl"]
+
+#: Provider prompt-cache windows in seconds, per channel type (report §2).
+DEFAULT_CACHE_WINDOWS: dict[str, int] = {
+    "openai": 300,
+    "anthropic": 300,
+    "gemini": 300,
+    "deepseek": 3600,
+    "openai_compatible": 300,
+}
+UNMAPPED_CACHE_WINDOW = 300
+
+DEFAULT_BASE_URLS: dict[str, str] = {
+    "openai": "https://api.openai.com/v1",
+    "anthropic": "https://api.anthropic.com",
+    "gemini": "https://generativelanguage.googleapis.com",
+    "deepseek": "https://api.deepseek.com/v1",
+}
+
+
+class ConfigError(Exception):
+    """Configuration is invalid. `problems` lists every problem found."""
+
+    def __init__(self, problems: list[str]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerConfig(_Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(4000, ge=1, le=65535)
+    max_body_bytes: int = Field(32 * 1024 * 1024, ge=1024)
+    request_timeout_seconds: float = Field(600.0, gt=0)
+    connect_timeout_seconds: float = Field(10.0, gt=0)
+    max_attempts: int = Field(3, ge=1, le=10)
+    retry_budget_seconds: float = Field(30.0, gt=0)
+    cooldown_seconds: float = Field(30.0, ge=0)
+    admin_token: str | None = None
+
+
+class StateConfig(_Strict):
+    backend: Literal["memory", "redis"] = "memory"
+    url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = "tg:"
+
+
+class DatabaseConfig(_Strict):
+    url: str = "sqlite:///tiergate.db"
+
+
+class WorkspaceConfig(_Strict):
+    name: str
+    tokens: list[str] = Field(default_factory=list)
+    escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
+
+
+class Price(_Strict):
+    """USD per 1M tokens. cached_input defaults to 0.1x input; cache_write to
+    the provider type's write multiplier x input (Anthropic 1.25x, else 1x)."""
+
+    input: float = Field(0.0, ge=0)
+    output: float = Field(0.0, ge=0)
+    cached_input: float | None = Field(None, ge=0)
+    cache_write: float | None = Field(None, ge=0)
+
+
+class ModelConfig(_Strict):
+    upstream: str | None = None
+    quality: float = Field(0.5, ge=0, le=1)
+    quality_tier: int = Field(1, ge=0, le=100)
+    price: Price = Field(default_factory=Price)
+    context_window: int = Field(128_000, ge=1)
+    supports_tools: bool = True
+    supports_vision: bool = True
+    supports_json: bool = True
+
+
+class ChannelConfig(_Strict):
+    name: str
+    type: ChannelType
+    base_url: str | None = None
+    keys: list[str] = Field(default_factory=list)
+    disabled_keys: list[int] = Field(default_factory=list)
+    weight: float = Field(1.0, ge=0)
+    priority: int = 0
+    enabled: bool = True
+    cache_window_seconds: int | None = Field(None, ge=1)
+    models: dict[str, ModelConfig] = Field(default_factory=dict)
+
+    def resolved_base_url(self) -> str:
+        return (self.base_url or DEFAULT_BASE_URLS.get(self.type, "")).rstrip("/")
+
+
+class EscalationConfig(_Strict):
+    mode: Literal["off", "manual", "auto"] = "off"
+    pool: list[str] = Field(default_factory=list)
+    rollout_percent: float = Field(100.0, ge=0, le=100)
+    delta_t2: float | None = Field(None, ge=0, le=1)
+    percentile: float | None = Field(None, gt=0, lt=100)
+    percentile_warmup: int = Field(200, ge=1)
+    max_per_session: int = Field(1, ge=0)
+    share_cap_percent: float = Field(20.0, ge=0, le=100)
+    share_cap_basis: Literal["spend", "requests"] = "spend"
+    share_window_days: int = Field(2, ge=1, le=7)
+    share_warmup_requests: int = Field(20, ge=0)
+    strike_threshold: int = Field(2, ge=1)
+    strike_decay_seconds: float = Field(900.0, gt=0)
+    tier_ttl_seconds: float = Field(4 * 3600.0, gt=0)
+    deescalate_clean_turns: int = Field(3, ge=1)
+
+
+class Thresholds(_Strict):
+    t1: float = Field(0.35, ge=0, le=1)
+    t2: float = Field(0.70, ge=0, le=1)
+
+
+class RouterConfig(_Strict):
+    name: str
+    allowed_models: list[str] = Field(default_factory=lambda: ["*"])
+    strategy: StrategyName = "balanced"
+    weak_pool: list[str] = Field(default_factory=list)
+    mid_pool: list[str] = Field(default_factory=list)
+    strong_pool: list[str] = Field(default_factory=list)
+    pools: dict[str, list[str]] = Field(default_factory=dict)
+    thresholds: Thresholds = Field(default_factory=Thresholds)
+    default_model: str | None = None
+    session_aware: bool = True
+    escalation: EscalationConfig = Field(default_factory=EscalationConfig)
+    rules: list[dict[str, Any]] = Field(default_factory=list)
+    linucb_alpha: float = Field(0.5, ge=0)
+    balanced_quality_weight: float = Field(0.7, ge=0, le=1)
+
+    @field_validator("name")
+    @classmethod
+    def _name_ok(cls, v: str) -> str:
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", v):
+            raise ValueError("router name may use letters, digits, '_', '.', '-'")
+        return v
+
+
+class SessionTiersConfig(_Strict):
+    mode: Literal["off", "sticky"] = "off"
+    ttl_seconds: int = Field(1800, ge=1, le=86400)
+    backend: Literal["memory", "sqlite", "redis"] = "memory"
+    sqlite_path: str = "tiergate-session-tiers.db"
+
+
+class AffinityConfig(_Strict):
+    enabled: bool = True
+    cache_windows: dict[str, int] = Field(default_factory=lambda: dict(DEFAULT_CACHE_WINDOWS))
+    unmapped_window_seconds: int = Field(UNMAPPED_CACHE_WINDOW, ge=1)
+    long_pin_seconds: int = Field(30 * 24 * 3600, ge=1)
+
+
+class GatewayConfig(_Strict):
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
+    database: DatabaseConfig = Field(default_factory=DatabaseConfig)
+    workspaces: list[WorkspaceConfig] = Field(default_factory=list)
+    channels: list[ChannelConfig] = Field(default_factory=list)
+    routers: list[RouterConfig] = Field(default_factory=list)
+    affinity: AffinityConfig = Field(default_factory=AffinityConfig)
+    session_tiers: SessionTiersConfig = Field(default_factory=SessionTiersConfig)
+    demo: bool = False
+
+    # ---- lookups -------------------------------------------------------------
+
+    def exposed_models(self) -> dict[str, ModelConfig]:
+        """Every exposed model name -> its facts (first channel that lists it wins)."""
+        out: dict[str, ModelConfig] = {}
+        for ch in self.channels:
+            for name, m in ch.models.items():
+                out.setdefault(name, m)
+        return out
+
+    def router(self, name: str) -> RouterConfig | None:
+        for r in self.routers:
+            if r.name == name:
+                return r
+        return None
+
+
+_ENV_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+def expand_env(value: Any, env: dict[str, str] | None = None) -> Any:
+    """Replace ${VAR} and ${VAR:-default} in every string of a parsed YAML tree."""
+    env = os.environ if env is None else env  # type: ignore[assignment]
+    assert env is not None
+    if isinstance(value, str):
+        return _ENV_RE.sub(lambda m: env.get(m.group(1), m.group(2) or ""), value)
+    if isinstance(value, list):
+        return [expand_env(v, env) for v in value]
+    if isinstance(value, dict):
+        return {k: expand_env(v, env) for k, v in value.items()}
+    return value
+
+
+def _format_validation(err: ValidationError) -> list[str]:
+    problems = []
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "(root)"
+        problems.append(f"{loc}: {e['msg']}")
+    return problems
+
+
+def _pool_refs(router: RouterConfig) -> list[tuple[str, list[str]]]:
+    return [
+        ("weak_pool", router.weak_pool),
+        ("mid_pool", router.mid_pool),
+        ("strong_pool", router.strong_pool),
+        ("escalation.pool", router.escalation.pool),
+        ("allowed_models", router.allowed_models),
+    ]
+
+
+def semantic_problems(cfg: GatewayConfig) -> list[str]:
+    """Cross-field checks pydantic cannot express: names, references, pools."""
+    problems: list[str] = []
+    seen: set[str] = set()
+    for i, ch in enumerate(cfg.channels):
+        if ch.name in seen:
+            problems.append(f"channels.{i}.name: duplicate channel name {ch.name!r}")
+        seen.add(ch.name)
+        if ch.type == "openai_compatible" and not ch.base_url:
+            problems.append(f"channels.{i}.base_url: required for type openai_compatible")
+        if not ch.keys:
+            problems.append(f"channels.{i}.keys: at least one API key is required")
+        if any(not k for k in ch.keys):
+            problems.append(f"channels.{i}.keys: a key is empty (unset environment variable?)")
+        if not ch.models:
+            problems.append(f"channels.{i}.models: a channel must expose at least one model")
+    models = set(cfg.exposed_models())
+    rnames: set[str] = set()
+    for i, r in enumerate(cfg.routers):
+        where = f"routers.{i}"
+        if r.name in rnames:
+            problems.append(f"{where}.name: duplicate router name {r.name!r}")
+        rnames.add(r.name)
+        if r.thresholds.t1 > r.thresholds.t2:
+            problems.append(f"{where}.thresholds: t1 must be <= t2")
+        for field_name, pool in _pool_refs(r):
+            for ref in pool:
+                if ref.startswith("@pool:"):
+                    if ref[6:] not in r.pools and ref[6:] not in ("weak", "mid", "strong"):
+                        problems.append(f"{where}.{field_name}: unknown pool {ref!r}")
+                elif not any(fnmatch.fnmatchcase(m, ref) for m in models):
+                    problems.append(f"{where}.{field_name}: {ref!r} matches no exposed model")
+        if r.default_model and r.default_model not in models:
+            problems.append(f"{where}.default_model: unknown model {r.default_model!r}")
+        if r.strategy == "gated_adaptive" and not (r.weak_pool or r.mid_pool or r.strong_pool):
+            problems.append(f"{where}: gated_adaptive needs weak_pool, mid_pool or strong_pool")
+        if r.strategy == "dsl" and not r.rules:
+            problems.append(f"{where}.rules: the dsl strategy needs at least one rule")
+    wnames = [w.name for w in cfg.workspaces]
+    if len(set(wnames)) != len(wnames):
+        problems.append("workspaces: duplicate workspace name")
+    return problems
+
+
+def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> GatewayConfig:
+    """Validate a parsed YAML tree; raise ConfigError listing every problem."""
+    if not isinstance(data, dict):
+        raise ConfigError(["(root): the config file must be a YAML mapping"])
+    try:
+        cfg = GatewayConfig.model_validate(expand_env(data, env))
+    except ValidationError as err:
+        raise ConfigError(_format_validation(err)) from None
+    problems = semantic_problems(cfg)
+    if problems:
+        raise ConfigError(problems)
+    return cfg
+
+
+def load_config(path: str | Path, env: dict[str, str] | None = None) -> GatewayConfig:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as err:
+        raise ConfigError([f"{path}: cannot read ({err.strerror})"]) from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
+        raise ConfigError([f"{path}: YAML syntax error at {where}"]) from None
+    return parse_config(data, env)
