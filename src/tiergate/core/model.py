@@ -118,7 +118,8 @@ class ChatRequest:
         return any(isinstance(p, ImagePart) for m in self.messages for p in m.content)
 
     def wants_json(self) -> bool:
-        return bool(self.response_format) and self.response_format.get("type") != "text"
+        rf = self.response_format
+        return rf is not None and rf.get("type") != "text"
 
 
 @dataclass(slots=True)

@@ -1,0 +1,157 @@
+"""ASGI app factory: wires config, state, providers, routing and the pipeline."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from tiergate import db
+from tiergate.config import GatewayConfig
+from tiergate.gateway.auth import TokenTable
+from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.inbound import ANTHROPIC, OPENAI
+from tiergate.gateway.pipeline import Gateway
+from tiergate.gateway.planner import Planner
+from tiergate.providers.adapters import make_providers
+from tiergate.providers.http import UpstreamHTTP
+from tiergate.recorder import Recorder
+from tiergate.routing.distributor import Distributor
+
+log = logging.getLogger(__name__)
+
+
+def _json(data: Any, status: int = 200) -> Response:
+    return Response(orjson.dumps(data), status, media_type="application/json")
+
+
+@dataclass
+class AppState:
+    """The live objects behind one app instance (exposed for tests and admin)."""
+
+    cfg: GatewayConfig
+    gateway: Gateway
+    http: UpstreamHTTP
+    recorder: Recorder
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlette:
+    """Build the gateway ASGI app. Nothing touches the network until start-up."""
+    http = UpstreamHTTP(
+        connect_timeout=cfg.server.connect_timeout_seconds,
+        read_timeout=cfg.server.request_timeout_seconds,
+    )
+    distributor = Distributor.from_config(cfg)
+    engine = db.make_engine(cfg.database.url) if cfg.database.url else None
+    recorder = Recorder(engine, spool_path)
+    gateway = Gateway(
+        cfg,
+        TokenTable(cfg.workspaces),
+        distributor,
+        make_providers(http),
+        Planner(cfg, distributor),
+        recorder,
+    )
+    state = AppState(cfg, gateway, http, recorder)
+
+    async def chat_completions(request: Request) -> Response:
+        return await gateway.handle(OPENAI, request)
+
+    async def messages(request: Request) -> Response:
+        return await gateway.handle(ANTHROPIC, request)
+
+    async def models(request: Request) -> Response:
+        try:
+            gateway.authenticate(request)
+        except GatewayError as err:
+            return gateway.error_response(OPENAI, err, {})
+        data = [
+            {"id": name, "object": "model", "created": 0, "owned_by": "tiergate"}
+            for name in cfg.exposed_models()
+        ]
+        data += [
+            {"id": f"orcarouter/{r.name}", "object": "model", "created": 0, "owned_by": "router"}
+            for r in cfg.routers
+        ]
+        return _json({"object": "list", "data": data})
+
+    async def healthz(request: Request) -> Response:
+        return _json({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        checks: dict[str, str] = {}
+        ok = True
+        if engine is not None:
+            try:
+                async with engine.connect() as conn:
+                    await conn.exec_driver_sql("SELECT 1")
+                checks["database"] = "ok"
+            except Exception:  # noqa: BLE001
+                checks["database"] = "unreachable"
+                ok = False
+        store = state.extras.get("store")
+        if store is not None:
+            try:
+                alive = await store.ping()
+            except Exception:  # noqa: BLE001
+                alive = False
+            checks["state"] = "ok" if alive else "unreachable"
+            ok = ok and alive
+        return _json(
+            {"status": "ready" if ok else "not_ready", "checks": checks}, 200 if ok else 503
+        )
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 404
+        fmt = ANTHROPIC if request.url.path.startswith("/v1/messages") else OPENAI
+        message = "Not found" if status == 404 else "Method not allowed"
+        return gateway.error_response(fmt, GatewayError(status, message, None), {})
+
+    async def server_error(request: Request, exc: Exception) -> Response:
+        log.error("unhandled error", extra={"error": type(exc).__name__})
+        fmt = ANTHROPIC if request.url.path.startswith("/v1/messages") else OPENAI
+        return gateway.error_response(fmt, GatewayError(500, "Internal gateway error", None), {})
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if engine is not None:
+            try:
+                await db.migrate(engine)
+            except Exception as err:  # noqa: BLE001 - rows spool until the DB answers
+                log.warning(
+                    "database not reachable at start-up", extra={"error": type(err).__name__}
+                )
+        recorder.start()
+        try:
+            yield
+        finally:
+            await gateway.drain()
+            await recorder.close()
+            await http.close()
+            if engine is not None:
+                await engine.dispose()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/healthz", healthz, methods=["GET"]),
+            Route("/readyz", readyz, methods=["GET"]),
+        ],
+        exception_handlers={404: not_found, 405: not_found, Exception: server_error},
+        lifespan=lifespan,
+    )
+    app.state.tiergate = state
+    return app

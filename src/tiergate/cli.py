@@ -1,0 +1,248 @@
+"""Command line: serve | sim | config check | db migrate (and replay, from eval)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import sys
+from collections.abc import Sequence
+
+from tiergate.config import ConfigError, GatewayConfig, load_config
+
+BANNER = """
+================================================================================
+  tiergate DEMO MODE: no config file and no provider keys in the environment.
+  Every channel points at the built-in provider simulator on {sim_url}
+  (deterministic answers, real prompt-cache accounting, no real LLM calls).
+  Set OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY / DEEPSEEK_API_KEY,
+  or pass --config FILE, to use real providers.
+================================================================================
+  Gateway:  http://{host}:{port}
+  Token:    {token}{token_note}
+  Router:   orcarouter/auto  (escalates to a strong model when the session earns it)
+
+  Try it:
+    curl -s http://{host}:{port}/v1/chat/completions \\
+      -H "Authorization: Bearer {token}" -H "Content-Type: application/json" \\
+      -H "X-OrcaRouter-Session-Id: demo-1" -H "X-OrcaRouter-Include-Cost: true" \\
+      -d '{{"model": "orcarouter/auto", "messages": [{{"role": "user", "content": "Hello"}}]}}' -i
+================================================================================
+"""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def _print_problems(source: str, err: ConfigError) -> None:
+    print(f"{source}: {len(err.problems)} problem(s):", file=sys.stderr)
+    for p in err.problems:
+        print(f"  - {p}", file=sys.stderr)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from tiergate.app import create_app
+    from tiergate.defaults import auto_config, new_token, provider_keys
+    from tiergate.logs import setup_logging
+
+    setup_logging(args.log_level)
+    env = dict(os.environ)
+    sim_server = None
+    banner = None
+    try:
+        if args.config:
+            cfg: GatewayConfig = load_config(args.config)
+        elif provider_keys(env):
+            if not env.get("TIERGATE_TOKEN"):
+                print(
+                    "TIERGATE_TOKEN must be set when serving real provider keys.", file=sys.stderr
+                )
+                return 2
+            cfg = auto_config(env)
+        else:
+            from tiergate.sim.app import create_sim_app
+
+            sim_port = free_port()
+            sim_url = f"http://127.0.0.1:{sim_port}"
+            token = env.get("TIERGATE_TOKEN") or new_token()
+            cfg = auto_config(env, sim_url=sim_url, token=token)
+            sim_server = uvicorn.Server(
+                uvicorn.Config(
+                    create_sim_app(),
+                    host="127.0.0.1",
+                    port=sim_port,
+                    log_level="warning",
+                    loop="uvloop",
+                    http="httptools",
+                )
+            )
+            banner = BANNER.format(
+                sim_url=sim_url,
+                host=args.host or cfg.server.host,
+                port=args.port or cfg.server.port,
+                token=token,
+                token_note=""
+                if env.get("TIERGATE_TOKEN")
+                else "   (generated; set TIERGATE_TOKEN to fix it)",
+            )
+    except ConfigError as err:
+        _print_problems(args.config or "environment", err)
+        return 2
+    host = args.host or cfg.server.host
+    port = args.port or cfg.server.port
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(cfg, spool_path=args.spool),
+            host=host,
+            port=port,
+            log_level="warning",
+            loop="uvloop",
+            http="httptools",
+            timeout_graceful_shutdown=30,
+            log_config=None,
+        )
+    )
+
+    async def run() -> None:
+        if sim_server is not None:
+            sim_task = asyncio.create_task(sim_server.serve())
+            while not sim_server.started:
+                await asyncio.sleep(0.01)
+            print(banner, flush=True)
+            try:
+                await server.serve()
+            finally:
+                sim_server.should_exit = True
+                await sim_task
+        else:
+            print(f"tiergate serving on http://{host}:{port}", flush=True)
+            await server.serve()
+
+    asyncio.run(run())
+    return 0
+
+
+def cmd_sim(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from tiergate.sim.app import SimSettings, create_sim_app
+
+    settings = SimSettings(latency_ms=args.latency_ms, tokens_per_second=args.tokens_per_second)
+    print(f"tiergate provider simulator on http://{args.host}:{args.port}", flush=True)
+    uvicorn.run(
+        create_sim_app(settings),
+        host=args.host,
+        port=args.port,
+        log_level="warning",
+        loop="uvloop",
+        http="httptools",
+    )
+    return 0
+
+
+def cmd_config_check(args: argparse.Namespace) -> int:
+    try:
+        cfg = load_config(args.file)
+    except ConfigError as err:
+        _print_problems(args.file, err)
+        return 2
+    print(
+        f"{args.file}: OK ({len(cfg.channels)} channels, {len(cfg.exposed_models())} models, "
+        f"{len(cfg.routers)} routers, {len(cfg.workspaces)} workspaces)"
+    )
+    return 0
+
+
+def cmd_db_migrate(args: argparse.Namespace) -> int:
+    from tiergate import db
+
+    url = args.url
+    if args.config:
+        try:
+            url = load_config(args.config).database.url
+        except ConfigError as err:
+            _print_problems(args.config, err)
+            return 2
+
+    async def run() -> None:
+        engine = db.make_engine(url)
+        await db.migrate(engine)
+        await engine.dispose()
+
+    asyncio.run(run())
+    print(f"migrated {url.split('@')[-1]}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="tiergate",
+        description="Session-aware LLM gateway: affinity, frontier escalation, sticky tiers.",
+    )
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    s = sub.add_parser(
+        "serve",
+        help="run the gateway (demo mode without config or keys)",
+        description="Run the gateway. With no --config and no provider keys in "
+        "the environment, starts in demo mode on the built-in simulator.",
+    )
+    s.add_argument("--config", metavar="FILE", help="YAML config file")
+    s.add_argument("--host", help="bind address (default from config: 127.0.0.1)")
+    s.add_argument("--port", type=int, help="port (default from config: 4000)")
+    s.add_argument(
+        "--spool",
+        metavar="FILE",
+        default="tiergate-spool.jsonl",
+        help="on-disk buffer for usage/audit rows while the database is down",
+    )
+    s.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    s.set_defaults(func=cmd_serve)
+
+    m = sub.add_parser(
+        "sim",
+        help="run the provider simulator alone",
+        description="Run the OpenAI/Anthropic/Gemini provider simulator.",
+    )
+    m.add_argument("--host", default="127.0.0.1")
+    m.add_argument("--port", type=int, default=4010)
+    m.add_argument("--latency-ms", type=float, default=0.0, help="time to first byte")
+    m.add_argument("--tokens-per-second", type=float, default=0.0, help="0 = instant")
+    m.set_defaults(func=cmd_sim)
+
+    c = sub.add_parser("config", help="configuration tools", description="Configuration tools.")
+    csub = c.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
+    cc = csub.add_parser(
+        "check",
+        help="validate a config file and print every problem",
+        description="Validate a config file; print every problem found.",
+    )
+    cc.add_argument("file", metavar="FILE")
+    cc.set_defaults(func=cmd_config_check)
+
+    d = sub.add_parser("db", help="database tools", description="Database tools.")
+    dsub = d.add_subparsers(dest="db_command", required=True, metavar="SUBCOMMAND")
+    dm = dsub.add_parser(
+        "migrate",
+        help="create or upgrade the usage/audit tables",
+        description="Apply the additive migrations (usage, audit_events).",
+    )
+    dm.add_argument("--config", metavar="FILE", help="take database.url from this config")
+    dm.add_argument("--url", default="sqlite:///tiergate.db", help="database URL")
+    dm.set_defaults(func=cmd_db_migrate)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,13 @@
+"""How a requested model name maps to a named router or a concrete model."""
+
+from __future__ import annotations
+
+ROUTER_PREFIXES = ("orcarouter/", "router/", "auto:")
+
+
+def router_name(model: str) -> str | None:
+    """`orcarouter/<name>`, `router/<name>` or `auto:<name>` -> name; else None."""
+    for prefix in ROUTER_PREFIXES:
+        if model.startswith(prefix) and len(model) > len(prefix):
+            return model[len(prefix) :]
+    return None

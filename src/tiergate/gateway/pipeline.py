@@ -1,0 +1,367 @@
+"""The request pipeline: HTTP in -> normalize -> decide -> dispatch -> observe
+-> commit -> HTTP out.
+
+This module only orchestrates. Parsing and rendering live in the wire codecs,
+deciding in the planner (pure reads), sending in dispatch, and every state
+write in the plan's deferred `commit`, which runs only after a successful
+upstream reply.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response, StreamingResponse
+
+from tiergate.billing import request_cost, uncached_cost
+from tiergate.config import GatewayConfig
+from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
+from tiergate.formats.errors import FormatError
+from tiergate.gateway import dispatch
+from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
+from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.inbound import InboundFormat
+from tiergate.gateway.planner import Outcome, Planner, RoutePlan
+from tiergate.providers.base import Provider, UpstreamError
+from tiergate.recorder import Recorder
+from tiergate.routing.distributor import Distributor, Target
+
+log = logging.getLogger("tiergate.access")
+
+JSON = "application/json"
+
+
+class Gateway:
+    """Everything one request needs, wired once at start-up."""
+
+    def __init__(
+        self,
+        cfg: GatewayConfig,
+        tokens: TokenTable,
+        distributor: Distributor,
+        providers: dict[str, Provider],
+        planner: Planner,
+        recorder: Recorder,
+    ) -> None:
+        self.cfg = cfg
+        self.tokens = tokens
+        self.distributor = distributor
+        self.providers = providers
+        self.planner = planner
+        self.recorder = recorder
+        self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
+        self._background: set[asyncio.Task[None]] = set()
+
+    # ---- entry point ---------------------------------------------------------
+
+    async def handle(self, fmt: InboundFormat, request: Request) -> Response:
+        request_id = uuid.uuid4().hex
+        started = time.perf_counter()
+        headers = {"x-orca-request-id": request_id}
+        try:
+            workspace = self.authenticate(request)
+            body = await self.read_json(request)
+            try:
+                req = fmt.parse_request(body)
+            except FormatError as err:
+                raise GatewayError(400, err.message, "invalid_request") from None
+            plan = await self.planner.plan(req, body, request.headers, workspace)
+            if plan.router is not None:
+                headers["x-orca-router"] = plan.router.name
+            if plan.tier_header is not None:
+                headers["x-orca-session-tier"] = plan.tier_header
+            ctx = _Ctx(fmt, request, request_id, started, workspace, req, plan, headers)
+            if req.stream:
+                return await self._stream(ctx)
+            return await self._complete(ctx)
+        except GatewayError as err:
+            headers.update(err.headers or {})
+            return self.error_response(fmt, err, headers)
+        except ClientDisconnect:
+            return Response(status_code=499, headers=headers)
+
+    # ---- request intake ------------------------------------------------------
+
+    def authenticate(self, request: Request) -> Workspace:
+        ws = self.tokens.lookup(bearer_token(request.headers))
+        if ws is None:
+            raise GatewayError(401, "Invalid or missing API token", "invalid_api_key")
+        return ws
+
+    async def read_json(self, request: Request) -> dict[str, Any]:
+        limit = self.cfg.server.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
+            chunks.append(chunk)
+        try:
+            body = orjson.loads(b"".join(chunks))
+        except orjson.JSONDecodeError:
+            raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
+        if not isinstance(body, dict):
+            raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
+        return body
+
+    # ---- non-streaming -------------------------------------------------------
+
+    async def _complete(self, ctx: _Ctx) -> Response:
+        try:
+            resp, served = await _until_disconnect(
+                ctx.request,
+                dispatch.complete(
+                    ctx.req,
+                    ctx.plan.models,
+                    ctx.plan.channel_pin,
+                    self.distributor,
+                    self.providers,
+                    self.retry,
+                ),
+            )
+        except (UpstreamError, dispatch.NoUpstream) as err:
+            return self._upstream_failed(ctx, err)
+        cost = self._finish(ctx, served.target, resp, served.attempts, 200, stream=False)
+        await self._commit(ctx.plan, Outcome(True, served.target, resp, cost, served.fallback))
+        ctx.headers["x-orca-resolved-model"] = served.target.model
+        if _wants_cost(ctx.request):
+            ctx.headers["x-orca-cost"] = f"{cost:.8f}"
+        body = ctx.fmt.render_response(resp, ctx.req.model)
+        return Response(orjson.dumps(body), 200, ctx.headers, media_type=JSON)
+
+    # ---- streaming -----------------------------------------------------------
+
+    async def _stream(self, ctx: _Ctx) -> Response:
+        try:
+            first, rest, served = await dispatch.open_stream(
+                ctx.req,
+                ctx.plan.models,
+                ctx.plan.channel_pin,
+                self.distributor,
+                self.providers,
+                self.retry,
+            )
+        except (UpstreamError, dispatch.NoUpstream) as err:
+            return self._upstream_failed(ctx, err)
+        ctx.headers["x-orca-resolved-model"] = served.target.model
+        ctx.headers["cache-control"] = "no-cache"
+        return StreamingResponse(
+            self._relay(ctx, first, rest, served),
+            status_code=200,
+            headers=ctx.headers,
+            media_type="text/event-stream",
+        )
+
+    async def _relay(
+        self,
+        ctx: _Ctx,
+        first: StreamEvent,
+        rest: AsyncIterator[StreamEvent],
+        served: dispatch.Served,
+    ) -> AsyncIterator[bytes]:
+        """Render upstream events in the client's dialect, byte for byte as they come."""
+        renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
+        acc = StreamAccumulator()
+        status = 200
+        try:
+            acc.add(first)
+            yield renderer.render(first)
+            async for ev in rest:
+                acc.add(ev)
+                yield renderer.render(ev)
+            if not acc.finished:
+                status = 502
+                yield ctx.fmt.stream_error(502, "Upstream stream ended without completing")
+        except UpstreamError as err:
+            status = err.client_status()
+            yield ctx.fmt.stream_error(status, "Upstream stream was interrupted")
+        finally:
+            # Runs on success, on upstream failure and on client disconnect
+            # (cancellation): record usage, and commit state only on success.
+            if status == 200 and not acc.finished:
+                status = 499  # the client went away mid-stream
+            resp = acc.result()
+            cost = self._finish(ctx, served.target, resp, served.attempts, status, stream=True)
+            outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
+            self._spawn(self._commit(ctx.plan, outcome))
+        if _wants_cost(ctx.request):
+            yield f": x-orca-cost={cost:.8f}\n\n".encode()
+
+    # ---- shared tail ---------------------------------------------------------
+
+    def _finish(
+        self,
+        ctx: _Ctx,
+        target: Target,
+        resp: ChatResponse,
+        attempts: int,
+        status: int,
+        *,
+        stream: bool,
+    ) -> float:
+        """Price the request and queue its usage row (never prompt text)."""
+        model_cfg = target.model_config
+        cost = request_cost(resp.usage, model_cfg, target.channel.config.type)
+        latency_ms = (time.perf_counter() - ctx.started) * 1000
+        u = resp.usage
+        self.recorder.record(
+            "usage",
+            {
+                "request_id": ctx.request_id,
+                "ts": time.time(),
+                "workspace": ctx.workspace.name,
+                "router": ctx.plan.router.name if ctx.plan.router else None,
+                "model": target.model,
+                "channel": target.channel.name,
+                "key_index": target.key_index,
+                "tier": ctx.plan.extras.get("served_tier"),
+                "status": status,
+                "stream": int(stream),
+                "input_tokens": u.input_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "cache_write_tokens": u.cache_write_tokens,
+                "output_tokens": u.output_tokens,
+                "cost_usd": cost,
+                "uncached_cost_usd": uncached_cost(u, model_cfg),
+                "latency_ms": latency_ms,
+                "attempts": attempts,
+                "session_hash": ctx.plan.session_hash,
+                "error_type": None if status == 200 else "upstream",
+            },
+        )
+        log.info(
+            "request",
+            extra={
+                "request_id": ctx.request_id,
+                "workspace": ctx.workspace.name,
+                "router": ctx.plan.router.name if ctx.plan.router else None,
+                "model": target.model,
+                "channel": target.channel.name,
+                "key_index": target.key_index,
+                "status": status,
+                "stream": stream,
+                "latency_ms": round(latency_ms, 2),
+                "input_tokens": u.input_tokens,
+                "cache_read_tokens": u.cache_read_tokens,
+                "output_tokens": u.output_tokens,
+                "cost_usd": round(cost, 8),
+            },
+        )
+        return cost
+
+    async def _commit(self, plan: RoutePlan, outcome: Outcome) -> None:
+        try:
+            await plan.commit(outcome)
+        except Exception:
+            log.exception("deferred commit failed")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _upstream_failed(self, ctx: _Ctx, err: Exception) -> Response:
+        if isinstance(err, UpstreamError):
+            status = err.client_status()
+            if status < 500 and status not in (429,):
+                message = err.message  # the provider's own words on a client error
+            else:
+                message = "Upstream provider failed after retries"
+            headers = dict(ctx.headers)
+            if status == 429:
+                headers["retry-after"] = str(int(err.retry_after or 1))
+        else:
+            status, message, headers = 503, "No upstream channel is available", dict(ctx.headers)
+        self.recorder.record(
+            "usage",
+            {
+                "request_id": ctx.request_id,
+                "ts": time.time(),
+                "workspace": ctx.workspace.name,
+                "router": ctx.plan.router.name if ctx.plan.router else None,
+                "model": ctx.plan.models[0] if ctx.plan.models else None,
+                "status": status,
+                "stream": int(ctx.req.stream),
+                "latency_ms": (time.perf_counter() - ctx.started) * 1000,
+                "session_hash": ctx.plan.session_hash,
+                "error_type": getattr(err, "kind", "no_upstream"),
+            },
+        )
+        self._spawn(self._commit(ctx.plan, Outcome(False, status=status)))
+        return self.error_response(
+            ctx.fmt, GatewayError(status, message, "upstream_error"), headers
+        )
+
+    def error_response(
+        self, fmt: InboundFormat, err: GatewayError, headers: dict[str, str]
+    ) -> Response:
+        body = fmt.error_body(err.status, err.message, err.code)
+        return Response(orjson.dumps(body), err.status, headers, media_type=JSON)
+
+    async def drain(self) -> None:
+        """Wait for deferred commits still running (graceful shutdown)."""
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+
+
+class _Ctx:
+    """Per-request values threaded through the pipeline."""
+
+    __slots__ = ("fmt", "headers", "plan", "req", "request", "request_id", "started", "workspace")
+
+    def __init__(
+        self,
+        fmt: InboundFormat,
+        request: Request,
+        request_id: str,
+        started: float,
+        workspace: Workspace,
+        req: ChatRequest,
+        plan: RoutePlan,
+        headers: dict[str, str],
+    ) -> None:
+        self.fmt = fmt
+        self.request = request
+        self.request_id = request_id
+        self.started = started
+        self.workspace = workspace
+        self.req = req
+        self.plan = plan
+        self.headers = headers
+
+
+def _wants_cost(request: Request) -> bool:
+    return request.headers.get("x-orcarouter-include-cost", "").strip().lower() == "true"
+
+
+async def _until_disconnect(request: Request, coro: Any) -> Any:
+    """Run `coro`, cancelling it if the client disconnects first (so an abandoned
+    request does not keep an upstream call, and its cost, running)."""
+    work = asyncio.ensure_future(coro)
+    watch = asyncio.ensure_future(_wait_disconnect(request))
+    try:
+        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
+        if work in done:
+            return work.result()
+        work.cancel()
+        raise ClientDisconnect()
+    finally:
+        watch.cancel()
+
+
+async def _wait_disconnect(request: Request) -> None:
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.disconnect":
+            return

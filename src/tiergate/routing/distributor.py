@@ -1,0 +1,206 @@
+"""Channel and key choice: priority, weight, health, cooldown, retry order.
+
+The distributor owns the live health of every channel and key. It turns a
+ranked list of models into an ordered, lazily produced list of attempts
+(model, channel, key index): highest priority first, weighted random inside a
+priority, never the same {channel, key} twice in one request. A soft channel
+pin (from session affinity) goes first when it is still valid.
+
+Health rules: a 429, 5xx, timeout or connection failure cools the key down;
+repeated failures across keys cool the whole channel; a 401/403 disables the
+key until an operator re-enables it.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from tiergate.config import ChannelConfig, GatewayConfig, ModelConfig
+
+
+@dataclass(slots=True)
+class KeyState:
+    enabled: bool = True
+    cooldown_until: float = 0.0
+    consecutive_failures: int = 0
+
+
+@dataclass(slots=True)
+class ChannelState:
+    """Runtime view of one configured channel."""
+
+    index: int
+    config: ChannelConfig
+    keys: list[KeyState]
+    cooldown_until: float = 0.0
+
+    @property
+    def name(self) -> str:
+        return self.config.name
+
+    def key_usable(self, i: int, now: float) -> bool:
+        if i < 0 or i >= len(self.keys):
+            return False
+        k = self.keys[i]
+        return k.enabled and k.cooldown_until <= now
+
+    def usable_keys(self, now: float) -> list[int]:
+        return [i for i in range(len(self.keys)) if self.key_usable(i, now)]
+
+    def enabled_keys(self) -> list[int]:
+        return [i for i, k in enumerate(self.keys) if k.enabled]
+
+    def healthy(self, now: float) -> bool:
+        return self.config.enabled and self.cooldown_until <= now and bool(self.usable_keys(now))
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """One upstream attempt: which exposed model, on which channel, with which key."""
+
+    model: str
+    channel: ChannelState
+    key_index: int
+
+    @property
+    def model_config(self) -> ModelConfig:
+        return self.channel.config.models[self.model]
+
+    @property
+    def upstream_model(self) -> str:
+        return self.model_config.upstream or self.model.split("/", 1)[-1]
+
+    @property
+    def api_key(self) -> str:
+        return self.channel.config.keys[self.key_index]
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelPin:
+    channel: str
+    key_index: int
+
+
+@dataclass
+class Distributor:
+    """Live channel/key health plus the attempt order for a request."""
+
+    channels: list[ChannelState]
+    cooldown_seconds: float = 30.0
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
+    _by_model: dict[str, list[ChannelState]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, cfg: GatewayConfig, **kw: object) -> Distributor:
+        chans = []
+        for i, c in enumerate(cfg.channels):
+            keys = [KeyState(enabled=j not in c.disabled_keys) for j in range(len(c.keys))]
+            chans.append(ChannelState(index=i, config=c, keys=keys))
+        d = cls(channels=chans, cooldown_seconds=cfg.server.cooldown_seconds, **kw)  # type: ignore[arg-type]
+        d.reindex()
+        return d
+
+    def reindex(self) -> None:
+        self._by_model = {}
+        for ch in self.channels:
+            for m in ch.config.models:
+                self._by_model.setdefault(m, []).append(ch)
+
+    # ---- queries -------------------------------------------------------------
+
+    def channel(self, name: str) -> ChannelState | None:
+        for ch in self.channels:
+            if ch.name == name:
+                return ch
+        return None
+
+    def serving(self, model: str) -> list[ChannelState]:
+        return self._by_model.get(model, [])
+
+    def is_live(self, model: str) -> bool:
+        """A model is live when some enabled channel has an enabled, non-cooling key for it."""
+        now = self.clock()
+        return any(ch.healthy(now) for ch in self._by_model.get(model, ()))
+
+    def model_config(self, model: str) -> ModelConfig | None:
+        chans = self._by_model.get(model)
+        return chans[0].config.models[model] if chans else None
+
+    def pin_valid(self, pin: ChannelPin, model: str) -> bool:
+        """Soft-pin check: the pinned channel serves the model, is enabled, healthy,
+        not drained in a mixed pool, and the key index still resolves to a usable key."""
+        now = self.clock()
+        chans = self._by_model.get(model, [])
+        ch = next((c for c in chans if c.name == pin.channel), None)
+        if ch is None or not ch.healthy(now) or not ch.key_usable(pin.key_index, now):
+            return False
+        return not (ch.config.weight <= 0 and any(c.config.weight > 0 for c in chans))
+
+    # ---- attempt order -------------------------------------------------------
+
+    def _ordered_channels(self, model: str, now: float) -> list[ChannelState]:
+        """Priority groups high to low; weighted random order inside a group."""
+        live = [c for c in self._by_model.get(model, ()) if c.healthy(now)]
+        out: list[ChannelState] = []
+        for prio in sorted({c.config.priority for c in live}, reverse=True):
+            group = [c for c in live if c.config.priority == prio]
+            weighted = [c for c in group if c.config.weight > 0]
+            drained = [c for c in group if c.config.weight <= 0]
+            while weighted:
+                total = sum(c.config.weight for c in weighted)
+                r = self.rng.random() * total
+                for i, c in enumerate(weighted):
+                    r -= c.config.weight
+                    if r <= 0 or i == len(weighted) - 1:
+                        out.append(weighted.pop(i))
+                        break
+            out.extend(drained)  # drained channels only when nothing else is left
+        return out
+
+    def attempts(self, models: list[str], pin: ChannelPin | None = None) -> Iterator[Target]:
+        """Lazily yield attempts: the valid pin first, then every model's channels and keys."""
+        tried: set[tuple[int, int]] = set()
+        if pin is not None and models and self.pin_valid(pin, models[0]):
+            ch = self.channel(pin.channel)
+            assert ch is not None
+            tried.add((ch.index, pin.key_index))
+            yield Target(models[0], ch, pin.key_index)
+        for model in models:
+            now = self.clock()
+            for ch in self._ordered_channels(model, now):
+                keys = ch.usable_keys(self.clock())
+                self.rng.shuffle(keys)
+                for k in keys:
+                    if (ch.index, k) in tried or not ch.key_usable(k, self.clock()):
+                        continue
+                    tried.add((ch.index, k))
+                    yield Target(model, ch, k)
+                    break  # one key per channel per pass; other keys retried below
+            for ch in self._ordered_channels(model, self.clock()):
+                for k in ch.usable_keys(self.clock()):
+                    if (ch.index, k) not in tried:
+                        tried.add((ch.index, k))
+                        yield Target(model, ch, k)
+
+    # ---- health feedback -----------------------------------------------------
+
+    def report_success(self, t: Target) -> None:
+        k = t.channel.keys[t.key_index]
+        k.consecutive_failures = 0
+
+    def report_failure(self, t: Target, *, disable_key: bool, retry_after: float | None) -> None:
+        """Cool the key down (or disable it on 401/403); cool the channel when every
+        key of it is failing, so the next request skips it quickly."""
+        now = self.clock()
+        k = t.channel.keys[t.key_index]
+        if disable_key:
+            k.enabled = False
+            return
+        k.consecutive_failures += 1
+        k.cooldown_until = now + (retry_after if retry_after is not None else self.cooldown_seconds)
+        if not t.channel.usable_keys(now):
+            t.channel.cooldown_until = k.cooldown_until
