@@ -82,6 +82,7 @@ class ToolSpec:
     description: str = ""
     parameters: dict[str, Any] = field(default_factory=dict)
     cache_control: dict[str, Any] | None = None
+    strict: bool | None = None  # OpenAI strict function schemas; None = not stated
 
 
 @dataclass(slots=True)
@@ -90,7 +91,9 @@ class ChatRequest:
 
     `system` holds system and developer instructions. `extra` carries fields a
     format has that the neutral model does not name; they are forwarded only
-    when the upstream speaks the same format.
+    when the upstream speaks the same format, which `source_format` ("openai" or
+    "anthropic", set by the inbound parser) records. `parallel_tool_calls` is
+    OpenAI's flag and the inverse of Anthropic's `disable_parallel_tool_use`.
     """
 
     model: str
@@ -110,6 +113,8 @@ class ChatRequest:
     prompt_cache_key: str | None = None
     thinking: dict[str, Any] | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    source_format: str | None = None
+    parallel_tool_calls: bool | None = None
 
     def system_text(self) -> str:
         return "\n".join(p.text for p in self.system)
