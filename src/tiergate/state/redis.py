@@ -1,0 +1,266 @@
+"""Redis state backend: shared state for a fleet of gateway processes.
+
+One round trip per call: MGET for get_many, a non-transactional pipeline for
+set_many, small Lua scripts for incr (INCRBYFLOAT + PEXPIRE) and
+compare_and_set, WATCH/MULTI/EXEC with a bounded retry loop for transact.
+
+Timeouts are short on purpose: state here is soft (pins, tier memory, counters)
+and must never stall a request. Every connection failure or timeout surfaces as
+StateUnavailable so callers can degrade; redis-py reconnects by itself on the
+next call once the server is back. Connection retries are limited to one
+immediate retry, which silently replaces a pooled connection that went stale
+while Redis restarted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar, cast
+
+import redis.asyncio as aioredis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ReadOnlyError, ResponseError, WatchError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+from tiergate.config import StateConfig
+from tiergate.state.base import StateUnavailable, TransactFn, Write
+
+T = TypeVar("T")
+
+DEFAULT_CONNECT_TIMEOUT = 0.25
+DEFAULT_SOCKET_TIMEOUT = 0.5
+
+#: Server-side conditions that mean "cannot use Redis right now", not "bad call".
+_UNAVAILABLE_PREFIXES = ("OOM", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "BUSY")
+
+# KEYS[1] counter; ARGV[1] amount; ARGV[2] ttl in ms or "" to keep the current expiry.
+_INCR_LUA = """
+local v = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
+if ARGV[2] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return v
+"""
+
+# KEYS[1]; ARGV: expected_present ('1'/'0'), expected, write ('set'/'del'), value, ttl ms or ''.
+_CAS_LUA = """
+local cur = redis.call('GET', KEYS[1])
+if ARGV[1] == '1' then
+  if cur ~= ARGV[2] then return 0 end
+elseif cur then
+  return 0
+end
+if ARGV[3] == 'del' then
+  redis.call('DEL', KEYS[1])
+elseif ARGV[5] ~= '' then
+  redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
+else
+  redis.call('SET', KEYS[1], ARGV[4])
+end
+return 1
+"""
+
+
+class TransactionConflict(StateUnavailable):
+    """transact gave up after `retries` concurrent modifications of its keys.
+
+    A subclass of StateUnavailable so callers that degrade on an unreachable
+    store also degrade here; ResilientStore does not treat it as an outage.
+    """
+
+
+def ttl_ms(ttl: float) -> int:
+    """Seconds to whole milliseconds, rounding up so a tiny positive TTL still lives."""
+    return max(1, math.ceil(ttl * 1000))
+
+
+def _is_unavailable(err: BaseException) -> bool:
+    if isinstance(err, RedisConnectionError | RedisTimeoutError | OSError | asyncio.TimeoutError):
+        return True
+    if isinstance(err, ReadOnlyError):
+        return True
+    return isinstance(err, ResponseError) and str(err).startswith(_UNAVAILABLE_PREFIXES)
+
+
+class RedisStore:
+    """StateStore on Redis. Keys are namespaced with `key_prefix`."""
+
+    name = "redis"
+
+    def __init__(
+        self,
+        url: str = "redis://127.0.0.1:6379/0",
+        key_prefix: str = "tg:",
+        *,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+        max_connections: int = 64,
+    ) -> None:
+        self.url = url
+        self.prefix = key_prefix
+        self._redis: aioredis.Redis = aioredis.from_url(
+            url,
+            socket_connect_timeout=connect_timeout,
+            socket_timeout=socket_timeout,
+            max_connections=max_connections,
+            # One immediate retry, on connection errors only: replaces a stale pooled
+            # connection after a Redis restart, and never re-sends after a timeout
+            # (the command may have run; a re-sent INCRBYFLOAT would double-count).
+            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+        )
+        self._incr_script = self._redis.register_script(_INCR_LUA)
+        self._cas_script = self._redis.register_script(_CAS_LUA)
+
+    @classmethod
+    def from_config(cls, cfg: StateConfig) -> RedisStore:
+        return cls(cfg.url, cfg.key_prefix)
+
+    def _k(self, key: str) -> str:
+        return self.prefix + key
+
+    @asynccontextmanager
+    async def _guard(self, op: str) -> AsyncIterator[None]:
+        """Translate transport failures into StateUnavailable (never CancelledError)."""
+        try:
+            yield
+        except WatchError:
+            raise
+        except Exception as err:
+            if _is_unavailable(err):
+                raise StateUnavailable(f"redis {op}: {type(err).__name__}: {err}") from err
+            raise
+
+    # ---- StateStore ----------------------------------------------------------
+
+    async def get(self, key: str) -> bytes | None:
+        async with self._guard("get"):
+            return cast("bytes | None", await self._redis.get(self._k(key)))
+
+    async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        if not keys:
+            return []
+        async with self._guard("get_many"):
+            values = await self._redis.mget([self._k(k) for k in keys])
+            return cast("list[bytes | None]", values)
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        await self.set_many([Write(key, value, ttl)])
+
+    async def set_many(self, writes: Sequence[Write]) -> None:
+        if not writes:
+            return
+        async with self._guard("set_many"):
+            if len(writes) == 1:
+                await self._apply_one(self._redis, writes[0])
+                return
+            pipe = self._redis.pipeline(transaction=False)
+            for w in writes:
+                self._queue_write(pipe, w)
+            await pipe.execute()
+
+    async def _apply_one(self, client: Any, w: Write) -> None:
+        if w.value is None or (w.ttl is not None and w.ttl <= 0):
+            await client.delete(self._k(w.key))
+        else:
+            px = None if w.ttl is None else ttl_ms(w.ttl)
+            await client.set(self._k(w.key), w.value, px=px)
+
+    def _queue_write(self, pipe: Any, w: Write) -> None:
+        """Queue one Write on a pipeline. A TTL <= 0 means "already expired": delete."""
+        if w.value is None or (w.ttl is not None and w.ttl <= 0):
+            pipe.delete(self._k(w.key))
+        else:
+            pipe.set(self._k(w.key), w.value, px=None if w.ttl is None else ttl_ms(w.ttl))
+
+    async def delete(self, key: str) -> None:
+        async with self._guard("delete"):
+            await self._redis.delete(self._k(key))
+
+    async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
+        """INCRBYFLOAT + PEXPIRE atomically; ttl None keeps the current expiry."""
+        if ttl is not None and ttl <= 0:
+            raise ValueError("incr ttl must be positive or None")
+        async with self._guard("incr"):
+            try:
+                raw = await self._incr_script(
+                    keys=[self._k(key)],
+                    args=[repr(float(amount)), "" if ttl is None else ttl_ms(ttl)],
+                )
+            except ResponseError as err:
+                if _is_unavailable(err):
+                    raise
+                raise ValueError(f"incr {key!r}: {err}") from None
+            return float(raw)
+
+    async def compare_and_set(
+        self, key: str, expected: bytes | None, value: bytes | None, ttl: float | None = None
+    ) -> bool:
+        deleting = value is None or (ttl is not None and ttl <= 0)
+        args: list[bytes | str | int] = [
+            "0" if expected is None else "1",
+            b"" if expected is None else expected,
+            "del" if deleting else "set",
+            b"" if value is None else value,
+            "" if deleting or ttl is None else ttl_ms(ttl),
+        ]
+        async with self._guard("compare_and_set"):
+            return bool(await self._cas_script(keys=[self._k(key)], args=args))
+
+    async def transact(self, keys: Sequence[str], fn: TransactFn[T], retries: int = 16) -> T:
+        """WATCH the keys, read them, run `fn`, EXEC its writes; re-run on conflict.
+
+        Raises TransactionConflict after `retries` attempts lost to concurrent writers.
+        """
+        pkeys = [self._k(k) for k in keys]
+        async with self._guard("transact"), self._redis.pipeline(transaction=True) as pipe:
+            for _ in range(max(1, retries)):
+                try:
+                    if pkeys:
+                        await pipe.watch(*pkeys)
+                        current = cast("list[bytes | None]", await pipe.mget(pkeys))
+                    else:
+                        current = []
+                    writes, result = fn(current)
+                    if not writes:
+                        await pipe.reset()  # reads came from one MGET: consistent
+                        return result
+                    pipe.multi()
+                    for w in writes:
+                        self._queue_write(pipe, w)
+                    await pipe.execute()
+                    return result
+                except WatchError:
+                    continue
+        raise TransactionConflict(f"transact: {retries} attempts lost to concurrent writers")
+
+    async def ping(self) -> bool:
+        """True when Redis answers; False (not an exception) when it cannot be reached."""
+        try:
+            async with self._guard("ping"):
+                return bool(await self._redis.ping())
+        except StateUnavailable:
+            return False
+
+    async def close(self) -> None:
+        await self._redis.aclose()
+
+    async def delete_prefix(self) -> int:
+        """Delete every key under this store's prefix (tests and `reset` tooling)."""
+        deleted = 0
+        async with self._guard("delete_prefix"):
+            batch: list[str] = []
+            async for key in self._redis.scan_iter(match=self._escape_glob(self.prefix) + "*"):
+                batch.append(key)
+                if len(batch) >= 500:
+                    deleted += await self._redis.unlink(*batch)
+                    batch.clear()
+            if batch:
+                deleted += await self._redis.unlink(*batch)
+        return deleted
+
+    @staticmethod
+    def _escape_glob(text: str) -> str:
+        return "".join("\\" + c if c in "*?[]\\" else c for c in text)
