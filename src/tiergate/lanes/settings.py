@@ -1,0 +1,106 @@
+"""SESSION_TIER_MODE / SESSION_TIER_TTL_SECONDS: the feature switch and lane TTL.
+
+Rules (seeds/session-tiers.md): the feature is off by default; the environment
+wins over the config keys `session_tiers.mode` / `session_tiers.ttl_seconds`;
+an empty setting is treated as unset, so the next layer (config, then the
+built-in default) applies; a malformed mode or TTL disables the feature and
+logs exactly one warning that names the setting but never echoes its value
+(a typo may carry a secret pasted into the wrong variable).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+log = logging.getLogger(__name__)
+
+ENV_MODE = "SESSION_TIER_MODE"
+ENV_TTL = "SESSION_TIER_TTL_SECONDS"
+CONFIG_MODE = "session_tiers.mode"
+CONFIG_TTL = "session_tiers.ttl_seconds"
+
+DEFAULT_TTL_SECONDS = 1800
+MIN_TTL_SECONDS = 1
+MAX_TTL_SECONDS = 86400
+MODES = ("off", "sticky")
+
+# ASCII digits only: str.isdigit() and int() accept other scripts' digits and
+# signs/whitespace, which the spec does not allow. Ten digits bound the parse.
+_TTL_RE = re.compile(r"[0-9]{1,10}", re.ASCII)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTierSettings:
+    """Whether sticky session tiers are on, and the idle TTL of a lane (and lease)."""
+
+    enabled: bool = False
+    ttl_seconds: int = DEFAULT_TTL_SECONDS
+
+    @classmethod
+    def from_env_and_config(
+        cls,
+        env: Mapping[str, str],
+        mode: object = None,
+        ttl: object = None,
+    ) -> SessionTierSettings:
+        """Resolve the settings; `mode`/`ttl` are the raw config values (None = unset).
+
+        Config values are accepted raw (str or int) so a malformed config value
+        disables the feature with the same single warning as a malformed
+        environment value, instead of failing differently per source.
+        """
+        mode_source, mode_value = _pick(env.get(ENV_MODE), ENV_MODE, mode, CONFIG_MODE)
+        ttl_source, ttl_value = _pick(env.get(ENV_TTL), ENV_TTL, ttl, CONFIG_TTL)
+
+        malformed: list[str] = []
+        enabled = False
+        if mode_value is not None:
+            if isinstance(mode_value, str) and mode_value in MODES:
+                enabled = mode_value == "sticky"
+            else:
+                malformed.append(mode_source)
+        ttl_seconds = DEFAULT_TTL_SECONDS
+        if ttl_value is not None:
+            parsed = _parse_ttl(ttl_value)
+            if parsed is None:
+                malformed.append(ttl_source)
+            else:
+                ttl_seconds = parsed
+
+        if malformed:
+            # One warning, naming the settings only: never the offending value.
+            log.warning(
+                "session tiers disabled: malformed %s (mode must be off or sticky; "
+                "TTL must be ASCII digits, %d-%d seconds)",
+                " and ".join(malformed),
+                MIN_TTL_SECONDS,
+                MAX_TTL_SECONDS,
+            )
+            return cls(enabled=False, ttl_seconds=DEFAULT_TTL_SECONDS)
+        return cls(enabled=enabled, ttl_seconds=ttl_seconds)
+
+
+def _pick(
+    env_value: str | None, env_name: str, cfg_value: object, cfg_name: str
+) -> tuple[str, object]:
+    """Environment first, then config; an empty value counts as unset."""
+    if env_value is not None and env_value != "":
+        return env_name, env_value
+    if cfg_value is not None and cfg_value != "":
+        return cfg_name, cfg_value
+    return "", None
+
+
+def _parse_ttl(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        seconds = value
+    elif isinstance(value, str) and _TTL_RE.fullmatch(value):
+        seconds = int(value)
+    else:
+        return None
+    return seconds if MIN_TTL_SECONDS <= seconds <= MAX_TTL_SECONDS else None
