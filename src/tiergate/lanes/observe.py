@@ -30,9 +30,14 @@ class ToolCallObserver:
         self.finish_reason: str | None = None
 
     def feed(self, event: StreamEvent) -> None:
-        if self._unknown:
-            return
-        if isinstance(event, ToolCallStart):
+        if isinstance(event, StreamEnd):
+            self.finished = True
+            self.finish_reason = event.finish_reason
+            if event.finish_reason == "tool_calls" and not self._by_index:
+                self._unknown = True
+        elif self._unknown:
+            return  # once unknown, always unknown for this response
+        elif isinstance(event, ToolCallStart):
             seen = self._by_index.get(event.index)
             if not event.id or len(event.id) > self.max_id_chars:
                 self._unknown = True
@@ -43,14 +48,8 @@ class ToolCallObserver:
                     self._by_index[event.index] = event.id
             elif seen != event.id:
                 self._unknown = True  # one call index, two ids: ambiguous
-        elif isinstance(event, ToolCallDelta):
-            if event.index not in self._by_index:
-                self._unknown = True  # arguments for a call whose id we never saw
-        elif isinstance(event, StreamEnd):
-            self.finished = True
-            self.finish_reason = event.finish_reason
-            if event.finish_reason == "tool_calls" and not self._by_index:
-                self._unknown = True
+        elif isinstance(event, ToolCallDelta) and event.index not in self._by_index:
+            self._unknown = True  # arguments for a call whose id we never saw
 
     def feed_response(self, response: ChatResponse) -> None:
         """Observe a non-streaming response the same way as a whole stream."""
