@@ -19,6 +19,7 @@ from redis.asyncio import Redis
 
 from tiergate.core.model import Message, TextPart, ToolCall
 from tiergate.lanes import (
+    CapacityExhausted,
     LaneRecord,
     LaneStore,
     MemoryLaneStore,
@@ -367,6 +368,24 @@ async def test_unknown_streamed_tool_state_blocks_until_expiry(make_store: Store
     assert (await prepare(tiers, turn(model="openai:m2", tier=2))).new_binding
 
 
+async def test_unknown_tool_state_ends_with_a_revision_change(make_store: StoreFactory) -> None:
+    clock = Clock()
+    tiers = tiers_on(make_store(), clock)
+    p = await prepare(tiers)
+    assert await tiers.finalize(p, TurnOutcome(True, "openai-main/m1", None))
+    clock.now += 1
+    p = await prepare(tiers, turn(model="openai:m2", tier=2), [user(), user("next")])
+    assert p.approval_deferred
+    assert await tiers.finalize(p, TurnOutcome(True, "openai-main/m1", ()))
+    tiers.set_revision("rev-2")
+    p = await prepare(tiers, turn(model="openai:m2", tier=2), [user(), user("next")])
+    assert p.new_binding and p.approved_model == "openai:m2"
+
+
+async def test_default_capacity_is_ten_thousand(make_store: StoreFactory) -> None:
+    assert make_store().capacity == 10_000
+
+
 # ---- nothing sensitive reaches storage or logs ----------------------------------------
 
 
@@ -462,6 +481,30 @@ async def test_redis_unreachable_is_503() -> None:
     await expect_error(prepare(tiers_on(store, Clock())), 503, "session_tier_storage_unavailable")
     assert not await store.ping()
     await store.close()
+
+
+async def test_sqlite_lanes_survive_a_restart(tmp_path: Path) -> None:
+    path = tmp_path / "lanes.db"
+    migrate(path)
+    clock = Clock()
+    before = SqliteLaneStore(path)
+    p = await prepare(tiers_on(before, clock))
+    assert await tiers_on(before, clock).finalize(p, TurnOutcome(True, "azure-east/m1", ()))
+    await before.close()
+    after = SqliteLaneStore(path)  # a new process on the same file
+    again = await prepare(tiers_on(after, clock), messages=[user(), user()])
+    assert not again.new_binding and again.candidates[0].route_id == "azure-east/m1"
+    await after.close()
+
+
+async def test_memory_store_holds_exactly_ten_thousand_live_lanes() -> None:
+    store = MemoryLaneStore()
+    for i in range(10_000):
+        assert await store.swap(f"s{i}", None, rec(f"s{i}", T0 + 10), T0)
+    with pytest.raises(CapacityExhausted):
+        await store.swap("one-more", None, rec("one-more", T0 + 10), T0)
+    assert await store.swap("one-more", None, rec("one-more", T0 + 20), T0 + 10)  # pruned
+    assert await store.live_count(T0 + 10) == 1
 
 
 def test_migration_is_additive_and_idempotent(tmp_path: Path) -> None:

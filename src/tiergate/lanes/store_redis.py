@@ -70,9 +70,15 @@ class RedisLaneStore:
 
     @classmethod
     def from_url(
-        cls, url: str, key_prefix: str = "tg:lanes:", capacity: int = DEFAULT_CAPACITY
+        cls,
+        url: str,
+        key_prefix: str = "tg:lanes:",
+        capacity: int = DEFAULT_CAPACITY,
+        timeout: float = 2.0,
     ) -> RedisLaneStore:
-        return cls(Redis.from_url(url), key_prefix=key_prefix, capacity=capacity)
+        """Bounded timeouts: a hung Redis must become a prompt 503, not a stuck request."""
+        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
+        return cls(client, key_prefix=key_prefix, capacity=capacity)
 
     def _key(self, scope: str) -> str:
         return f"{self.prefix}lane:{scope}"
