@@ -1,0 +1,534 @@
+"""Frontier escalation: resolve (pure) and commit (deferred), report §4.
+
+Data flow per request:
+
+1. `read_escalation_snapshot` reads the session's tier state, the share-cap
+   day buckets and the percentile histogram in ONE `get_many` round trip.
+2. `resolve_escalation(inputs, snapshot)` is pure: it returns the tier to
+   serve, the `X-Orca-Session-Tier` header, and *intents* (what to change if
+   this request succeeds) with the audit events they would produce. It writes
+   nothing, so speculative resolutions, the read-only diagnostic endpoint and
+   requests that later fail or 403 change no state.
+3. After a successful, billed upstream response, `commit_escalation` applies
+   the intents onto a FRESH read inside `store.transact` (Redis WATCH/MULTI,
+   compare-and-set in memory). Transition intents carry the tier epoch they
+   were decided on, so a stale concurrent writer cannot clobber a committed
+   escalation and two racing identical escalations merge into one ratchet.
+
+Trigger classes, by trust (§4.1): A, client headers (`X-OrcaRouter-Tier`,
+`X-OrcaRouter-Escalate: once`); B, difficulty (delta score at or above the
+threshold on two consecutive evaluated turns); C, strikes (`strike_threshold`
+struck turns inside `strike_decay_seconds`). No fuzzy signal ratchets alone;
+every class obeys the caps (§4.3); de-escalation is asymmetric (§4.4).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from tiergate.config import UNMAPPED_CACHE_WINDOW, EscalationConfig, RouterConfig
+from tiergate.routing.caps import (
+    ShareCounters,
+    count_share,
+    counters_from_values,
+    router_share_keys,
+    session_cap_reached,
+    share_exceeded,
+    workspace_share_keys,
+)
+from tiergate.routing.percentile import (
+    ScoreHistogram,
+    histogram_from_values,
+    histogram_keys,
+    percentile_threshold,
+    record_score,
+)
+from tiergate.routing.strikes import Strike
+from tiergate.routing.tier_state import (
+    ApplyReport,
+    CountTraffic,
+    Deescalate,
+    Escalate,
+    Intent,
+    MarkShadow,
+    RecordTurn,
+    Reset,
+    Tier,
+    TierState,
+    TurnOutcome,
+    apply_intents,
+    session_hash,
+    short_turn_id,
+    tier_state_key,
+)
+from tiergate.state.base import StateStore, StateUnavailable, Write
+
+logger = logging.getLogger(__name__)
+
+#: Delta threshold when `escalation.delta_t2` is not configured. The report
+#: measured realistic delta scores as bimodal (easy ~0.23, hard ~0.72) with
+#: nothing in 0.35-0.65, and the reused full-transcript T2 of 0.70 passing hard
+#: turns by 0.019 (§6.2). 0.55 sits mid-gap: identical decisions on that
+#: corpus with ~0.17 of headroom on either side. The replay sweep re-checks it.
+DEFAULT_DELTA_T2 = 0.55
+#: Optimistic-commit attempts: a session rarely has more concurrent requests.
+COMMIT_RETRIES = 64
+#: Consecutive evaluated turns at or above the threshold that make a trigger.
+DIFFICULTY_STREAK = 2
+
+AuditKind = Literal["escalated", "denied_cap", "de_escalated", "reset", "shadow"]
+HEADER_NAME = "X-Orca-Session-Tier"
+
+
+# ---- thresholds and canary ----------------------------------------------------
+
+
+def effective_delta_threshold(router: RouterConfig) -> float:
+    """The absolute delta-score threshold: `delta_t2`, else `DEFAULT_DELTA_T2`.
+
+    An explicit `delta_t2: null` keeps the documented meaning "use
+    thresholds.t2"; leaving the key out gets the calibrated default instead
+    of the full-transcript T2 that sits on the cliff.
+    """
+    esc = router.escalation
+    if esc.delta_t2 is not None:
+        return esc.delta_t2
+    if "delta_t2" in esc.model_fields_set:
+        return router.thresholds.t2
+    return DEFAULT_DELTA_T2
+
+
+def delta_threshold(router: RouterConfig, scores: ScoreHistogram | None) -> tuple[float, str]:
+    """The threshold in force and where it came from ("percentile" or "absolute")."""
+    esc = router.escalation
+    if esc.percentile is not None and scores is not None:
+        value = percentile_threshold(scores, esc.percentile, esc.percentile_warmup)
+        if value is not None:
+            return value, "percentile"
+    return effective_delta_threshold(router), "absolute"
+
+
+def in_canary(scope: str, rollout_percent: float) -> bool:
+    """Stable per-session canary: the same session always lands the same way."""
+    if rollout_percent >= 100:
+        return True
+    if rollout_percent <= 0:
+        return False
+    digest = hashlib.blake2b(b"canary:" + scope.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % 10_000 < rollout_percent * 100
+
+
+def _header_value(raw: str | None) -> str | None:
+    return raw.strip().lower() if raw else None
+
+
+# ---- inputs and snapshot ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EscalationInputs:
+    """Everything the resolver needs from the request, computed by the caller.
+
+    `scope` identifies the session (workspace-qualified session id), None when
+    no session could be identified. `request_id` is the turn's idempotency id:
+    a client-supplied key, else `strikes.turn_id(req)`, so retries dedupe.
+    `delta_score` comes from the difficulty scorer (None if not computed).
+    `strong_available` is False when no strong-tier model can serve this
+    request (capabilities, health).
+    """
+
+    router: RouterConfig
+    scope: str | None
+    request_id: str
+    now: float
+    delta_score: float | None = None
+    request_strikes: Sequence[Strike] = ()
+    tier_header: str | None = None
+    escalate_header: str | None = None
+    workspace: str | None = None
+    workspace_cap_percent: float | None = None
+    strong_available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class EscalationSnapshot:
+    state: TierState | None = None
+    router_share: ShareCounters = field(default_factory=ShareCounters)
+    workspace_share: ShareCounters | None = None
+    scores: ScoreHistogram | None = None
+    #: The store could not be read: serve base, change nothing.
+    degraded: bool = False
+
+
+def escalation_applies(router: RouterConfig) -> bool:
+    """Escalation is off, or meaningless for DSL rules that pick models directly."""
+    return router.escalation.mode != "off" and router.strategy != "dsl"
+
+
+async def read_escalation_snapshot(
+    store: StateStore,
+    router: RouterConfig,
+    scope: str | None,
+    workspace: str | None,
+    now: float,
+) -> EscalationSnapshot:
+    """One `get_many` for tier state, share buckets and percentile histogram."""
+    if not escalation_applies(router):
+        return EscalationSnapshot()
+    esc = router.escalation
+    tier_keys = [tier_state_key(scope, router.name)] if scope is not None else []
+    r_keys = router_share_keys(router.name, now, esc.share_window_days)
+    w_keys = workspace_share_keys(workspace, now, esc.share_window_days) if workspace else []
+    p_keys = histogram_keys(router.name, now) if _percentile_on(esc) else []
+    try:
+        values = await store.get_many([*tier_keys, *r_keys, *w_keys, *p_keys])
+    except StateUnavailable:
+        logger.warning("escalation state unavailable for router %s; serving base", router.name)
+        return EscalationSnapshot(degraded=True)
+    i = len(tier_keys)
+    state = TierState.from_bytes(values[0]) if tier_keys else None
+    router_share = counters_from_values(values[i : i + len(r_keys)])
+    i += len(r_keys)
+    ws_share = counters_from_values(values[i : i + len(w_keys)]) if w_keys else None
+    i += len(w_keys)
+    scores = histogram_from_values(values[i:]) if p_keys else None
+    return EscalationSnapshot(state, router_share, ws_share, scores)
+
+
+def _percentile_on(esc: EscalationConfig) -> bool:
+    return esc.mode == "auto" and esc.percentile is not None
+
+
+async def explain_escalation(store: StateStore, inp: EscalationInputs) -> EscalationDecision:
+    """What the engine would decide for this request, changing no state.
+
+    The read-only diagnostic: one snapshot read and the pure resolver.
+    """
+    snap = await read_escalation_snapshot(store, inp.router, inp.scope, inp.workspace, inp.now)
+    return resolve_escalation(inp, snap)
+
+
+#: Audit kinds that exist only if their intent is applied at commit.
+_EVENT_INTENT: dict[str, str] = {
+    "escalated": "escalate",
+    "de_escalated": "deescalate",
+    "reset": "reset",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class AuditEvent:
+    """One escalation audit row. Hashes and numbers only, never prompt text."""
+
+    kind: AuditKind
+    router: str
+    session_hash: str
+    trigger: str | None
+    header: str | None
+    tier_before: Tier
+    tier_after: Tier
+    delta_score: float | None
+    threshold: float
+    difficulty_streak: int
+    strike_count: int
+    router_share: float | None
+    workspace_share: float | None
+    at: float
+
+
+# ---- decision -----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class EscalationDecision:
+    """What to serve, what to tell the client, and what to commit on success."""
+
+    applies: bool
+    serve_tier: Tier = "base"
+    header: str | None = None
+    reason: str | None = None
+    trigger: str | None = None
+    shadow: bool = False
+    session_tier: Tier | None = None
+    base_model: str | None = None
+    threshold: float | None = None
+    threshold_source: str | None = None
+    difficulty_streak: int = 0
+    strike_count: int = 0
+    share_capped: bool = False
+    intents: tuple[Intent, ...] = ()
+    events: tuple[AuditEvent, ...] = ()
+    router_name: str = ""
+    workspace: str | None = None
+    state_key: str | None = None
+    config: EscalationConfig | None = field(default=None, repr=False, compare=False)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready form for the diagnostic endpoint."""
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("config",)}
+        out["intents"] = [asdict(i) for i in self.intents]
+        out["events"] = [asdict(e) for e in self.events]
+        return out
+
+
+def _inactive(router: RouterConfig, intents: tuple[Intent, ...] = ()) -> EscalationDecision:
+    return EscalationDecision(
+        applies=False, intents=intents, router_name=router.name, config=router.escalation
+    )
+
+
+def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> EscalationDecision:
+    """Decide the tier for this request. Pure: reads `snap`, writes nothing."""
+    router, esc = inp.router, inp.router.escalation
+    if not escalation_applies(router) or snap.degraded:
+        return _inactive(router)
+    threshold, source = delta_threshold(router, snap.scores)
+    score = inp.delta_score if _percentile_on(esc) else None
+    traffic = CountTraffic(score=score)
+    if inp.scope is None:  # unidentifiable session: counted as router traffic, never tiered
+        return _inactive(router, (traffic,))
+
+    state = snap.state or TierState()
+    turn = short_turn_id(inp.request_id)
+    new_turn = turn not in state.seen_turns
+    live = state.live_strikes(inp.now, esc.strike_decay_seconds)
+    strike_now = bool(inp.request_strikes) and new_turn and all(s.turn != turn for s in live)
+    strike_count = len(live) + strike_now
+    high = None if inp.delta_score is None else inp.delta_score >= threshold
+    streak = state.difficulty_streak
+    if new_turn and high is not None:
+        streak = streak + 1 if high else 0
+
+    tier_ask = _header_value(inp.tier_header)
+    once = _header_value(inp.escalate_header) == "once"
+    share_capped = share_exceeded(
+        snap.router_share, esc.share_cap_percent, esc.share_cap_basis, esc.share_warmup_requests
+    )
+    ws_share = snap.workspace_share
+    if inp.workspace_cap_percent is not None and ws_share is not None:
+        share_capped = share_capped or share_exceeded(
+            ws_share, inp.workspace_cap_percent, esc.share_cap_basis, esc.share_warmup_requests
+        )
+    canary = in_canary(inp.scope, esc.rollout_percent)
+
+    intents: list[Intent] = [
+        traffic,
+        RecordTurn(turn, high, inp.request_strikes[0].reason if strike_now else None),
+    ]
+    events: list[AuditEvent] = []
+    shash = session_hash(inp.scope)
+
+    def audit(kind: AuditKind, trigger: str | None, after: Tier, header: str | None) -> None:
+        events.append(
+            AuditEvent(
+                kind=kind,
+                router=router.name,
+                session_hash=shash,
+                trigger=trigger,
+                header=header,
+                tier_before=state.tier,
+                tier_after=after,
+                delta_score=inp.delta_score,
+                threshold=threshold,
+                difficulty_streak=streak,
+                strike_count=strike_count,
+                router_share=snap.router_share.share(esc.share_cap_basis),
+                workspace_share=ws_share.share(esc.share_cap_basis) if ws_share else None,
+                at=inp.now,
+            )
+        )
+
+    serve: Tier = state.tier
+    session_tier: Tier = state.tier
+    reason: str | None = None
+    trigger: str | None = None
+    shadow = False
+
+    if tier_ask == "base":
+        serve = session_tier = "base"
+        reason = trigger = "reset"
+        intents.append(Reset(state.epoch))
+        if state.tier == "strong" or streak or strike_count or state.shadow_trigger:
+            audit("reset", "explicit", "base", "base; reason=reset")
+    elif state.tier == "strong":
+        if tier_ask is None and not once and _deescalation_due(inp, state, strike_now):
+            serve = session_tier = "base"
+            reason = trigger = "de_escalated"
+            intents.append(Deescalate(state.epoch))
+            audit("de_escalated", "de_escalated", "base", "base; reason=de_escalated")
+        elif share_capped:
+            serve, reason, trigger = "base", "denied:share_cap", state.trigger
+            audit("denied_cap", trigger, "strong", "base; reason=denied:share_cap")
+    else:
+        wanted = "explicit" if tier_ask == "strong" else None
+        if wanted is None and esc.mode == "auto" and (canary or state.shadow_trigger is None):
+            if streak >= DIFFICULTY_STREAK:
+                wanted = "difficulty"
+            elif strike_count >= esc.strike_threshold:
+                wanted = "strikes"
+        if wanted is not None:
+            trigger = wanted
+            denial = (
+                "denied:session_cap"
+                if session_cap_reached(state.escalations_used, esc.max_per_session)
+                else "denied:share_cap"
+                if share_capped
+                else None
+            )
+            would = f"base; reason={denial}" if denial else f"strong; reason={wanted}"
+            if wanted != "explicit" and not canary:
+                shadow = True
+                audit("shadow", wanted, "base", would)
+                if denial is None:
+                    intents.append(MarkShadow(wanted, state.epoch))
+            elif denial is not None:
+                reason = denial
+                audit("denied_cap", wanted, "base", would)
+            else:
+                serve = session_tier = "strong"
+                reason = wanted
+                intents.append(Escalate(wanted, state.epoch))
+                audit("escalated", wanted, "strong", would)
+
+    if once and serve == "base" and reason != "denied:share_cap" and reason != "de_escalated":
+        if share_capped:
+            reason, trigger = "denied:share_cap", "once"
+            audit("denied_cap", "once", session_tier, "base; reason=denied:share_cap")
+        else:
+            serve, reason, trigger = "strong", "once", "once"
+
+    if serve == "strong" and not inp.strong_available:
+        serve, reason = "base", "strong_unavailable"
+
+    header = serve if reason is None else f"{serve}; reason={reason}"
+    return EscalationDecision(
+        applies=True,
+        serve_tier=serve,
+        header=header,
+        reason=reason,
+        trigger=trigger,
+        shadow=shadow,
+        session_tier=session_tier,
+        base_model=state.base_model,
+        threshold=threshold,
+        threshold_source=source,
+        difficulty_streak=streak,
+        strike_count=strike_count,
+        share_capped=share_capped,
+        intents=tuple(intents),
+        events=tuple(events),
+        router_name=router.name,
+        workspace=inp.workspace,
+        state_key=tier_state_key(inp.scope, router.name),
+        config=esc,
+    )
+
+
+def _deescalation_due(inp: EscalationInputs, state: TierState, strike_now: bool) -> bool:
+    """Only when free (§4.4): cache-cold, enough clean turns, and an easy turn.
+
+    Cache-cold means idle past the provider window recorded at escalation,
+    measured from the last strong-served request. A turn that itself strikes
+    never de-escalates.
+    """
+    esc, t1 = inp.router.escalation, inp.router.thresholds.t1
+    window = state.cache_window_seconds or float(UNMAPPED_CACHE_WINDOW)
+    last = state.strong_served_at
+    cold = last is None or inp.now - last > window
+    return (
+        cold
+        and state.clean_turns >= esc.deescalate_clean_turns
+        and inp.delta_score is not None
+        and inp.delta_score < t1
+        and not strike_now
+    )
+
+
+# ---- commit -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CommitResult:
+    committed: bool
+    tier: Tier | None = None
+    applied: tuple[str, ...] = ()
+    merged: tuple[str, ...] = ()
+    stale: tuple[str, ...] = ()
+    duplicate_turn: bool = False
+    #: Audit events to persist: denials and shadows, and transitions that applied.
+    events: tuple[AuditEvent, ...] = ()
+    error: str | None = None
+
+
+def _final_events(decision: EscalationDecision, report: ApplyReport) -> tuple[AuditEvent, ...]:
+    kinds = {i.kind for i in decision.intents}
+    out = []
+    for ev in decision.events:
+        needs = _EVENT_INTENT.get(ev.kind)
+        if ev.kind == "shadow" and "mark_shadow" in kinds:
+            needs = "mark_shadow"
+        if needs is None or needs in report.applied:
+            out.append(ev)
+    return tuple(out)
+
+
+async def commit_escalation(
+    store: StateStore, decision: EscalationDecision, outcome: TurnOutcome, now: float
+) -> CommitResult:
+    """Apply a decision's intents after the upstream response.
+
+    Anything but a billed success commits nothing: failed requests advance
+    neither strike decay nor the clean-turn counter and count no traffic.
+    """
+    esc = decision.config
+    if esc is None or not decision.intents or not (outcome.success and outcome.billed):
+        return CommitResult(committed=False)
+    traffic = next((i for i in decision.intents if isinstance(i, CountTraffic)), None)
+    report = ApplyReport()
+    tier: Tier | None = None
+    try:
+        if decision.state_key is not None:
+            key, ttl = decision.state_key, esc.tier_ttl_seconds
+
+            def txn(values: list[bytes | None]) -> tuple[list[Write], tuple[Tier, ApplyReport]]:
+                st, rep = apply_intents(
+                    TierState.from_bytes(values[0]), decision.intents, outcome, esc, now
+                )
+                return [Write(key, st.to_bytes(), ttl)], (st.tier, rep)
+
+            tier, report = await store.transact([key], txn, retries=COMMIT_RETRIES)
+        if traffic is not None and not report.duplicate_turn:
+            counting = [
+                count_share(
+                    store,
+                    decision.router_name,
+                    decision.workspace,
+                    now,
+                    esc.share_window_days,
+                    strong=outcome.served_tier == "strong",
+                    cost=outcome.cost_usd,
+                )
+            ]
+            if traffic.score is not None:
+                counting.append(record_score(store, decision.router_name, traffic.score, now))
+            await asyncio.gather(*counting)
+    except StateUnavailable:
+        logger.warning("escalation commit skipped: state unavailable (%s)", decision.router_name)
+        return CommitResult(committed=False, error="state_unavailable")
+    events = _final_events(decision, report)
+    for ev in events:
+        logger.info("escalation %s router=%s session=%s", ev.kind, ev.router, ev.session_hash)
+    return CommitResult(
+        committed=True,
+        tier=tier,
+        applied=tuple(report.applied),
+        merged=tuple(report.merged),
+        stale=tuple(report.stale),
+        duplicate_turn=report.duplicate_turn,
+        events=events,
+    )

@@ -1,0 +1,322 @@
+"""The per-session, per-router tier state and its pure transitions.
+
+The tier state is the only escalation memory.
+
+Separate from the model pins (report §4): the pin says which model serves the
+session inside a tier; this record says which tier the session is in, why, and
+the evidence gathered toward the next transition. It is small, capped and
+expiring (`tier_ttl_seconds`, 4 h idle by default, refreshed on every commit).
+
+`epoch` counts tier transitions. Every transition intent carries the epoch it
+was decided on, and applies only if the state still has it: that is what lets
+a stale concurrent writer lose instead of clobbering a committed escalation.
+
+`apply_intents` is the whole body of the commit transaction, pure so that
+property tests can drive it without a store.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import orjson
+
+from tiergate.config import EscalationConfig
+from tiergate.routing.caps import session_cap_reached
+from tiergate.routing.strikes import Strike
+
+Tier = Literal["base", "strong"]
+
+#: Recent turn ids remembered for deduplication (client retries, double commits).
+SEEN_RING_SIZE = 32
+#: Strike marks kept at most; older ones decay out anyway.
+MAX_STRIKE_MARKS = 16
+
+
+@dataclass(frozen=True, slots=True)
+class StrikeMark:
+    """One struck turn: its id, when it was committed, and the first reason."""
+
+    turn: str
+    at: float
+    reason: str
+
+
+@dataclass(slots=True)
+class TierState:
+    tier: Tier = "base"
+    epoch: int = 0
+    #: Ratchets made; never refunded by resets or de-escalation.
+    escalations_used: int = 0
+    trigger: str | None = None
+    escalated_at: float | None = None
+    #: Provider cache window of the strong model, recorded when first served strong.
+    cache_window_seconds: float | None = None
+    #: Last time this session was served by the strong tier (its cache warmth).
+    strong_served_at: float | None = None
+    last_seen: float = 0.0
+    clean_turns: int = 0
+    difficulty_streak: int = 0
+    strikes: list[StrikeMark] = field(default_factory=list)
+    seen_turns: list[str] = field(default_factory=list)
+    #: The base model the session started on, so de-escalation lands back on it.
+    base_model: str | None = None
+    #: Trigger of a shadow escalation already recorded (suppresses repeats).
+    shadow_trigger: str | None = None
+
+    def live_strikes(self, now: float, decay_seconds: float) -> list[StrikeMark]:
+        return [s for s in self.strikes if now - s.at <= decay_seconds]
+
+    def clear_evidence(self) -> None:
+        self.difficulty_streak = 0
+        self.strikes = []
+        self.clean_turns = 0
+
+    def remember_turn(self, turn: str) -> None:
+        self.seen_turns.append(turn)
+        del self.seen_turns[:-SEEN_RING_SIZE]
+
+    # ---- compact serialisation (short keys: one of these per live session) ----
+
+    def to_bytes(self) -> bytes:
+        doc: dict[str, Any] = {
+            "t": self.tier,
+            "e": self.epoch,
+            "u": self.escalations_used,
+            "ls": self.last_seen,
+            "c": self.clean_turns,
+            "d": self.difficulty_streak,
+            "k": [[s.turn, s.at, s.reason] for s in self.strikes],
+            "r": self.seen_turns,
+        }
+        optional = {
+            "g": self.trigger,
+            "ea": self.escalated_at,
+            "w": self.cache_window_seconds,
+            "sa": self.strong_served_at,
+            "b": self.base_model,
+            "sh": self.shadow_trigger,
+        }
+        doc.update({k: v for k, v in optional.items() if v is not None})
+        return orjson.dumps(doc)
+
+    @classmethod
+    def from_bytes(cls, raw: bytes | None) -> TierState | None:
+        """Parse a stored state; an unreadable record counts as no state."""
+        if raw is None:
+            return None
+        try:
+            doc = orjson.loads(raw)
+            return cls(
+                tier="strong" if doc.get("t") == "strong" else "base",
+                epoch=int(doc.get("e", 0)),
+                escalations_used=int(doc.get("u", 0)),
+                trigger=doc.get("g"),
+                escalated_at=doc.get("ea"),
+                cache_window_seconds=doc.get("w"),
+                strong_served_at=doc.get("sa"),
+                last_seen=float(doc.get("ls", 0.0)),
+                clean_turns=int(doc.get("c", 0)),
+                difficulty_streak=int(doc.get("d", 0)),
+                strikes=[StrikeMark(str(t), float(a), str(r)) for t, a, r in doc.get("k", [])],
+                seen_turns=[str(t) for t in doc.get("r", [])],
+                base_model=doc.get("b"),
+                shadow_trigger=doc.get("sh"),
+            )
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+            return None
+
+
+def session_hash(scope: str) -> str:
+    """The session's identity in keys and audit rows: never the raw session id."""
+    return hashlib.blake2b(scope.encode(), digest_size=12).hexdigest()
+
+
+def tier_state_key(scope: str, router: str) -> str:
+    return f"esc:tier:{session_hash(scope)}:{router}"
+
+
+def short_turn_id(request_id: str) -> str:
+    """Bound the ring's size whatever id format the caller uses."""
+    if len(request_id) <= 16:
+        return request_id
+    return hashlib.blake2b(request_id.encode(), digest_size=8).hexdigest()
+
+
+# ---- intents ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CountTraffic:
+    """Count the served request into the share buckets (and the score histogram)."""
+
+    score: float | None = None
+    kind: Literal["count_traffic"] = "count_traffic"
+
+
+@dataclass(frozen=True, slots=True)
+class RecordTurn:
+    """Record an evaluated turn: difficulty streak, strikes, clean-turn count."""
+
+    turn: str
+    high: bool | None
+    request_strike: str | None = None
+    kind: Literal["record_turn"] = "record_turn"
+
+
+@dataclass(frozen=True, slots=True)
+class Escalate:
+    trigger: str
+    epoch: int
+    kind: Literal["escalate"] = "escalate"
+
+
+@dataclass(frozen=True, slots=True)
+class Deescalate:
+    epoch: int
+    kind: Literal["deescalate"] = "deescalate"
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Client reset: back to base, and veto evidence or in-flight auto escalations."""
+
+    epoch: int
+    kind: Literal["reset"] = "reset"
+
+
+@dataclass(frozen=True, slots=True)
+class MarkShadow:
+    """A shadow escalation was recorded; remember it so it is recorded once."""
+
+    trigger: str
+    epoch: int
+    kind: Literal["mark_shadow"] = "mark_shadow"
+
+
+Intent = CountTraffic | RecordTurn | Escalate | Deescalate | Reset | MarkShadow
+TRANSITIONS = (Escalate, Deescalate, Reset, MarkShadow)
+
+
+# ---- outcome and pure application ------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnOutcome:
+    """How the request ended. Only a billed success is a turn (§4.1 hygiene).
+
+    `served_tier` is the tier that actually served (the decision's, unless a
+    fallback changed it); `response_strikes` come from the final successful
+    response only; `cache_window_seconds` is the serving channel's provider
+    prompt-cache window.
+    """
+
+    success: bool
+    billed: bool = True
+    served_tier: Tier = "base"
+    served_model: str | None = None
+    cost_usd: float = 0.0
+    response_strikes: Sequence[Strike] = ()
+    cache_window_seconds: float | None = None
+
+
+@dataclass(slots=True)
+class ApplyReport:
+    applied: list[str] = field(default_factory=list)
+    merged: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    duplicate_turn: bool = False
+
+
+def apply_intents(
+    current: TierState | None,
+    intents: Sequence[Intent],
+    outcome: TurnOutcome,
+    esc: EscalationConfig,
+    now: float,
+) -> tuple[TierState, ApplyReport]:
+    """Apply intents onto the fresh state. Pure; the body of the commit transaction.
+
+    Evidence first (this turn's strikes and streak), then transitions (which
+    clear evidence), then serving bookkeeping. A transition whose epoch no
+    longer matches lost a race: it merges if the state already is where it
+    wanted to go, and is dropped as stale otherwise.
+    """
+    src = current or TierState()
+    st = replace(
+        src,
+        strikes=src.live_strikes(now, esc.strike_decay_seconds),
+        seen_turns=list(src.seen_turns),
+    )
+    report = ApplyReport()
+    for intent in intents:
+        if isinstance(intent, RecordTurn):
+            _record_turn(st, intent, outcome, now, report)
+    for intent in intents:
+        if isinstance(intent, TRANSITIONS):
+            _transition(st, intent, esc, now, report)
+    st.last_seen = now
+    if outcome.served_tier == "strong":
+        st.strong_served_at = now
+        if st.tier == "strong" and st.cache_window_seconds is None:
+            st.cache_window_seconds = outcome.cache_window_seconds
+    elif st.base_model is None and outcome.served_model:
+        st.base_model = outcome.served_model
+    return st, report
+
+
+def _record_turn(
+    st: TierState, intent: RecordTurn, outcome: TurnOutcome, now: float, report: ApplyReport
+) -> None:
+    if intent.turn in st.seen_turns:
+        report.duplicate_turn = True
+        return
+    st.remember_turn(intent.turn)
+    reason = intent.request_strike or next((s.reason for s in outcome.response_strikes), None)
+    if reason is not None:
+        st.strikes.append(StrikeMark(intent.turn, now, reason))
+        del st.strikes[:-MAX_STRIKE_MARKS]
+    elif st.tier == "strong":
+        st.clean_turns += 1
+    if intent.high is not None:
+        st.difficulty_streak = st.difficulty_streak + 1 if intent.high else 0
+    report.applied.append("record_turn")
+
+
+def _transition(
+    st: TierState,
+    intent: Escalate | Deescalate | Reset | MarkShadow,
+    esc: EscalationConfig,
+    now: float,
+    report: ApplyReport,
+) -> None:
+    if isinstance(intent, MarkShadow):
+        already = st.shadow_trigger is not None
+    else:
+        already = st.tier == ("strong" if isinstance(intent, Escalate) else "base")
+    if st.epoch != intent.epoch or (already and not isinstance(intent, Reset)):
+        (report.merged if already else report.stale).append(intent.kind)
+        return
+    if isinstance(intent, Escalate):
+        if session_cap_reached(st.escalations_used, esc.max_per_session):
+            report.stale.append(intent.kind)
+            return
+        st.tier, st.trigger, st.escalated_at = "strong", intent.trigger, now
+        st.escalations_used += 1
+        st.cache_window_seconds = None
+        st.shadow_trigger = None
+    elif isinstance(intent, MarkShadow):
+        st.shadow_trigger = intent.trigger
+        st.clear_evidence()
+        report.applied.append(intent.kind)
+        return
+    else:  # Deescalate, Reset: back to base; the per-session cap is not refunded
+        st.tier, st.trigger, st.escalated_at = "base", None, None
+        st.cache_window_seconds = None
+        st.shadow_trigger = None
+    st.epoch += 1
+    st.clear_evidence()
+    report.applied.append(intent.kind)

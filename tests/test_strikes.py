@@ -1,0 +1,311 @@
+"""Strike producers: each named function, its positives and its near misses."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from tiergate.core.model import (
+    ChatRequest,
+    ChatResponse,
+    Message,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+)
+from tiergate.routing import strikes
+
+
+def user(text: str) -> Message:
+    return Message("user", [TextPart(text)])
+
+
+def assistant(*calls: ToolCall, text: str = "") -> Message:
+    return Message("assistant", [TextPart(text)] if text else [], tool_calls=list(calls))
+
+
+def call(cid: str, name: str, **args: Any) -> ToolCall:
+    return ToolCall(cid, name, orjson.dumps(args).decode())
+
+
+def result(cid: str, text: str, is_error: bool = False) -> Message:
+    return Message("tool", [TextPart(text)], tool_call_id=cid, is_error=is_error)
+
+
+def req(*msgs: Message) -> ChatRequest:
+    return ChatRequest(model="orcarouter/coding", messages=list(msgs))
+
+
+def resp(text: str = "", calls: tuple[ToolCall, ...] = (), finish: Any = "stop") -> ChatResponse:
+    content = [TextPart(text)] if text else []
+    return ChatResponse(
+        id="x", model="m", content=content, tool_calls=list(calls), finish_reason=finish
+    )
+
+
+PYTEST_FAIL = "collected 3 items\n\ntests/test_a.py .F.\n\nFAILED tests/test_a.py::test_b\n"
+PYTEST_PASS = "collected 3 items\n\ntests/test_a.py ...\n\n=== 3 passed in 0.12s ==="
+
+
+# ---- output shapes --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Traceback (most recent call last):\n  File "a.py", line 1\nZeroDivisionError: x',
+        "ValueError: invalid literal",
+        "error: could not compile `demo`",
+        "src/main.c:3:5: error: expected ';'",
+        "src/app.ts(4,1): error TS2322: Type 'x' is not assignable",
+        "npm ERR! code ELIFECYCLE",
+        "Process exited with code 2",
+        '{"stdout": "", "exit_code": 1}',
+        "bash: pytset: command not found",
+        "panic: runtime error: index out of range\n\ngoroutine 1 [running]:",
+        "error[E0308]: mismatched types",
+        "FATAL: role does not exist",
+        "cat: foo.txt: No such file or directory",
+    ],
+)
+def test_error_shapes_are_recognised(text: str) -> None:
+    assert strikes.looks_like_error(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "try:\n    x = int(s)\nexcept ValueError:\n    x = 0\n",
+        "Process finished with exit code 0",
+        "Found 0 errors in 12 files.",
+        "Error handling is covered in chapter 3.",
+        "def raise_error():\n    raise RuntimeError('boom')\n",
+        PYTEST_PASS,
+    ],
+)
+def test_ordinary_output_is_not_an_error(text: str) -> None:
+    assert not strikes.looks_like_error(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        PYTEST_FAIL,
+        "=========== 2 failed, 10 passed in 1.31s ===========",
+        "--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 1",
+        "FAIL\tgithub.com/acme/parse\t0.01s",
+        "test result: FAILED. 3 passed; 1 failed; 0 ignored",
+        "Tests:       1 failed, 4 passed, 5 total",
+        "  2 passing (10ms)\n  1 failing\n",
+        "Tests run: 12, Failures: 2, Errors: 0, Skipped: 0",
+        "not ok 3 - handles empty input",
+    ],
+)
+def test_test_failure_shapes_are_recognised(text: str) -> None:
+    assert strikes.looks_like_test_failure(text)
+
+
+def test_passing_test_runs_are_not_failures() -> None:
+    assert not strikes.looks_like_test_failure(PYTEST_PASS)
+    assert not strikes.looks_like_test_failure("Tests run: 12, Failures: 0, Errors: 0")
+    assert not strikes.looks_like_test_failure("ok  \tgithub.com/acme/parse\t0.01s")
+
+
+def test_huge_tool_output_is_scanned_at_head_and_tail_only() -> None:
+    middle = "x" * 100_000
+    assert strikes.looks_like_error("ok\n" + middle + "\nTraceback (most recent call last):")
+    assert not strikes.looks_like_error("a" * 5000 + "\nValueError: hidden\n" + "b" * 100_000)
+
+
+# ---- errored_tool_results ---------------------------------------------------------
+
+
+def test_several_errored_results_in_latest_turn_strike() -> None:
+    r = req(
+        user("fix it"),
+        assistant(call("a", "bash", command="make"), call("b", "bash", command="make test")),
+        result("a", "boom", is_error=True),
+        result("b", "error: linker failed"),
+    )
+    s = strikes.errored_tool_results(r)
+    assert s is not None and s.reason == "errored_tool_results" and s.side == "request"
+
+
+def test_one_errored_result_is_not_several() -> None:
+    r = req(
+        user("fix it"),
+        assistant(call("a", "bash", command="make"), call("b", "read", path="a.py")),
+        result("a", "boom", is_error=True),
+        result("b", "print('hello')"),
+    )
+    assert strikes.errored_tool_results(r) is None
+
+
+def test_errors_in_an_earlier_turn_do_not_strike_again() -> None:
+    r = req(
+        user("fix it"),
+        assistant(call("a", "bash", command="x"), call("b", "bash", command="y")),
+        result("a", "boom", is_error=True),
+        result("b", "boom", is_error=True),
+        assistant(text="Fixed."),
+        user("thanks, now add docs"),
+    )
+    assert strikes.errored_tool_results(r) is None
+
+
+# ---- failing_tests_after_edit -----------------------------------------------------
+
+
+def _edit_then_test(edit: ToolCall, test_output: str) -> ChatRequest:
+    return req(
+        user("make the test pass"),
+        assistant(edit),
+        result(edit.id, "ok"),
+        assistant(call("t", "bash", command="pytest -q")),
+        result("t", test_output),
+    )
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        call("e", "Edit", file_path="a.py", old_string="x", new_string="y"),
+        call("e", "apply_patch", input="*** Begin Patch"),
+        call("e", "write_file", path="a.py", content="x = 1"),
+        call("e", "str_replace_editor", command="str_replace", path="a.py", old_str="a"),
+        call("e", "bash", command="sed -i 's/a/b/' a.py"),
+        call("e", "shell", command="cat > a.py <<'EOF'\nx = 1\nEOF"),
+        call("e", "create", path="new.py", content="x"),
+    ],
+)
+def test_test_failure_after_an_edit_strikes(edit: ToolCall) -> None:
+    s = strikes.failing_tests_after_edit(_edit_then_test(edit, PYTEST_FAIL))
+    assert s is not None and s.reason == "failing_tests_after_edit"
+
+
+def test_test_failure_without_any_edit_does_not_strike() -> None:
+    r = req(
+        user("run the tests"),
+        assistant(call("t", "bash", command="pytest")),
+        result("t", PYTEST_FAIL),
+    )
+    assert strikes.failing_tests_after_edit(r) is None
+
+
+def test_passing_tests_after_edit_do_not_strike() -> None:
+    edit = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
+    assert strikes.failing_tests_after_edit(_edit_then_test(edit, PYTEST_PASS)) is None
+
+
+@pytest.mark.parametrize(
+    "not_edit",
+    [
+        call("e", "str_replace_editor", command="view", path="a.py"),
+        call("e", "read_file", path="a.py"),
+        call("e", "bash", command="ls -la 2>&1 > /dev/null"),
+        call("e", "search", query="where is apply used"),
+    ],
+)
+def test_reads_are_not_edits(not_edit: ToolCall) -> None:
+    assert not strikes.is_edit_call(not_edit)
+
+
+# ---- repeated_failing_command ----------------------------------------------------
+
+
+def test_same_failing_command_repeated_strikes() -> None:
+    r = req(
+        user("build it"),
+        assistant(call("a", "bash", command="go build ./...", timeout=60)),
+        result("a", "main.go:3:5: error: undefined: foo"),
+        assistant(call("b", "bash", timeout=60, command="go build ./...")),  # key order differs
+        result("b", "main.go:3:5: error: undefined: bar"),
+    )
+    s = strikes.repeated_failing_command(r)
+    assert s is not None and s.reason == "repeated_failing_command" and "bash" in s.detail
+
+
+def test_repeated_command_that_succeeded_before_does_not_strike() -> None:
+    r = req(
+        user("build it"),
+        assistant(call("a", "bash", command="go build ./...")),
+        result("a", "ok"),
+        assistant(call("b", "bash", command="go build ./...")),
+        result("b", "error: undefined: bar"),
+    )
+    assert strikes.repeated_failing_command(r) is None
+
+
+def test_different_failing_commands_do_not_strike() -> None:
+    r = req(
+        user("build it"),
+        assistant(call("a", "bash", command="go build ./a")),
+        result("a", "error: x", is_error=True),
+        assistant(call("b", "bash", command="go build ./b")),
+        result("b", "error: y", is_error=True),
+    )
+    assert strikes.repeated_failing_command(r) is None
+
+
+# ---- response-side ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args", ['{"path": "a.py"', "[1, 2]", "not json", '"str"'])
+def test_malformed_tool_arguments_strike(args: str) -> None:
+    s = strikes.malformed_tool_arguments(resp(calls=(ToolCall("c", "Edit", args),)))
+    assert s is not None and s.side == "response" and s.detail == "Edit"
+
+
+@pytest.mark.parametrize("args", ['{"path": "a.py"}', "{}", "", "  "])
+def test_well_formed_tool_arguments_do_not_strike(args: str) -> None:
+    assert strikes.malformed_tool_arguments(resp(calls=(ToolCall("c", "Edit", args),))) is None
+
+
+def test_empty_completion() -> None:
+    assert strikes.empty_completion(resp()) is not None
+    assert strikes.empty_completion(resp("  \n ")) is not None
+    thinking_only = ChatResponse(id="x", model="m", content=[ThinkingPart("hmm")])
+    assert strikes.empty_completion(thinking_only) is not None
+    assert strikes.empty_completion(resp("done")) is None
+    assert strikes.empty_completion(resp(calls=(ToolCall("c", "bash", "{}"),))) is None
+    assert strikes.empty_completion(resp(finish="content_filter")) is None
+    assert strikes.empty_completion(resp(finish="length")) is None  # truncation's signal
+
+
+def test_truncated_by_length() -> None:
+    assert strikes.truncated_by_length(resp("partial", finish="length")) is not None
+    assert strikes.truncated_by_length(resp("complete")) is None
+
+
+def test_aggregators_collect_every_producer() -> None:
+    bad = resp(calls=(ToolCall("c", "Edit", "{oops"),), finish="length")
+    assert [s.reason for s in strikes.response_strikes(bad)] == [
+        "malformed_tool_arguments",
+        "truncated_by_length",
+    ]
+    assert strikes.request_strikes(req(user("hello"))) == []
+    r = req(
+        user("fix"),
+        assistant(call("a", "bash", command="make"), call("b", "bash", command="make")),
+        result("a", "x", is_error=True),
+        result("b", "y", is_error=True),
+    )
+    assert "errored_tool_results" in [s.reason for s in strikes.request_strikes(r)]
+
+
+# ---- turn structure ---------------------------------------------------------------
+
+
+def test_latest_turn_skips_an_assistant_prefill() -> None:
+    r = req(user("a"), assistant(text="x"), user("b"), Message("assistant", [TextPart("{")]))
+    assert [m.text() for m in strikes.latest_turn(r)] == ["b"]
+
+
+def test_turn_id_is_stable_for_retries_and_new_for_new_turns() -> None:
+    first = req(user("fix"), assistant(call("a", "bash", command="make")), result("a", "boom"))
+    retry = req(user("fix"), assistant(call("a", "bash", command="make")), result("a", "boom"))
+    later = req(*first.messages, assistant(call("b", "bash", command="make")), result("b", "boom"))
+    assert strikes.turn_id(first) == strikes.turn_id(retry)
+    assert strikes.turn_id(first) != strikes.turn_id(later)
