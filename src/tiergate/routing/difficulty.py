@@ -1,0 +1,500 @@
+"""Lexical difficulty: the full-transcript scorer and the latest-turn delta extractor.
+
+The score is a weighted linear combination of exactly six features (report §3.1),
+each normalised by its cap to [0, 1]; the weights sum to 1, so scores are in [0, 1]:
+
+    LogPromptTokens     0.20  cap log(8001)   log(1 + prompt tokens)
+    ReasoningCueCount   0.15  cap 5           matches of REASONING_CUES
+    SystemPromptLogLen  0.10  cap log(2001)   log(1 + system prompt characters)
+    CodeKeywordDensity  0.20  cap 5.0         CODE_KEYWORDS/CODE_SYNTAX matches per 100 chars
+    HasTools            0.15  0/1             tools declared or tool results present
+    MathMarkerCount     0.20  cap 5           MATH_SYMBOLS / MATH_WORDS matches
+
+Two scopes (report §3.2). `full_transcript_features` reads the whole request: its
+token term grows with conversation length, so a long trivial session drifts upward.
+`delta_features` reads only the latest turn (new user text plus tool results after
+the last assistant message) and zeroes SystemPromptLogLen, which is not part of a
+turn; its cost depends on the size of the latest turn, never on the history.
+
+Both scopes scan each text once with precompiled regexes, and neither does I/O.
+The system prompt feeds only the token and SystemPromptLogLen terms: it is
+constant per session, so letting its wording fire the cue terms would only add
+another length-independent floor.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from tiergate.core.model import ChatRequest, Message
+
+
+def count_tokens(text: str) -> int:
+    """Fast token estimate: ceil(chars / 4).
+
+    A local approximation (about 4 characters per token for English and code) kept
+    behind one function so a real tokenizer can be swapped in without touching the
+    scorer; the LogPromptTokens term is logarithmic, so a 20 % counting error moves
+    the score by at most ~0.005.
+    """
+    return (len(text) + 3) // 4
+
+
+# ---- weights and caps (report §3.1; do not retune without re-running replay) -------
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureSpec:
+    name: str
+    weight: float
+    cap: float
+
+
+LOG_PROMPT_TOKENS = FeatureSpec("log_prompt_tokens", 0.20, math.log(8001))
+REASONING_CUE_COUNT = FeatureSpec("reasoning_cue_count", 0.15, 5.0)
+SYSTEM_PROMPT_LOG_LEN = FeatureSpec("system_prompt_log_len", 0.10, math.log(2001))
+CODE_KEYWORD_DENSITY = FeatureSpec("code_keyword_density", 0.20, 5.0)
+HAS_TOOLS = FeatureSpec("has_tools", 0.15, 1.0)
+MATH_MARKER_COUNT = FeatureSpec("math_marker_count", 0.20, 5.0)
+
+FEATURE_SPECS: tuple[FeatureSpec, ...] = (
+    LOG_PROMPT_TOKENS,
+    REASONING_CUE_COUNT,
+    SYSTEM_PROMPT_LOG_LEN,
+    CODE_KEYWORD_DENSITY,
+    HAS_TOOLS,
+    MATH_MARKER_COUNT,
+)
+"""The six features in vector order, with the report's weights and caps."""
+
+DENSITY_MIN_CHARS = 200
+"""Denominator floor for CodeKeywordDensity. A per-100-character density of a
+40-character message is noise (one identifier would read as 2.5/100); below 200
+characters the matches are divided by 200 instead, so short turns need several
+code tokens before the term moves."""
+
+# ---- vocabularies --------------------------------------------------------------------
+
+REASONING_CUES: tuple[str, ...] = (
+    r"why",
+    r"how come",
+    r"explain\w*",
+    r"reason(?:s|ing)? about",
+    r"analy[sz]\w*",
+    r"prove[sn]?",
+    r"proofs?",
+    r"justif\w+",
+    r"deriv(?:e|es|ed|ation)",
+    r"trade-?offs?",
+    r"pros and cons",
+    r"compar(?:e|es|ing|ison)",
+    r"step[- ]by[- ]step",
+    r"root[- ]cause",
+    r"investigat\w+",
+    r"diagnos\w+",
+    r"invariants?",
+    r"preconditions?",
+    r"postconditions?",
+    r"edge cases?",
+    r"corner cases?",
+    r"race conditions?",
+    r"data races?",
+    r"deadlock\w*",
+    r"livelock\w*",
+    r"concurren\w+",
+    r"thread[- ]safe\w*",
+    r"atomic(?:ally|ity)?",
+    r"memory (?:model|ordering)",
+    r"complexity",
+    r"worst[- ]case",
+    r"correctness",
+    r"soundness",
+    r"guarantee[sd]?",
+    r"nondeterministic\w*",
+    r"non-deterministic\w*",
+    r"intermittent\w*",
+    r"flaky",
+    r"bottlenecks?",
+    r"scalab\w+",
+    r"architect\w*",
+    r"hypothes[ie]s",
+    r"assumptions?",
+    r"implications?",
+    r"counter-?examples?",
+    r"therefore",
+    r"hence",
+    r"consequently",
+    r"what if",
+    r"rigorous\w*",
+)
+"""Reasoning cues (case-insensitive, whole words): words that ask for or carry
+analysis rather than a mechanical edit. Four families: asking for explanation or
+argument (why, explain, prove, justify, derive, compare, trade-off, step by step);
+diagnosis (root cause, investigate, diagnose, hypothesis, flaky, intermittent);
+correctness and concurrency (invariant, pre/postcondition, edge case, race
+condition, deadlock, atomicity, memory ordering, guarantee, soundness); and design
+or performance reasoning (complexity, worst case, bottleneck, scalability,
+architecture, implications) plus argumentative connectives (therefore, hence,
+consequently, what if). Everyday connectives such as "because" are deliberately
+absent: they occur in trivial requests as often as in hard ones."""
+
+CODE_KEYWORDS: tuple[str, ...] = (
+    # Python
+    "def", "elif", "lambda", "None", "True", "False", "self", "cls", "kwargs", "isinstance",
+    "async", "await", "yield", "except", "finally", "raise", "nonlocal",
+    # JavaScript / TypeScript
+    "const", "var", "function", "undefined", "null", "typeof", "instanceof", "console",
+    "require",
+    # Go
+    "func", "chan", "defer", "nil", "struct", "err", "fmt",
+    # Rust
+    "fn", "impl", "mut", "pub", "crate", "usize", "unwrap", "Some", "Ok", "Err", "Vec",
+    # C / C++
+    "nullptr", "NULL", "void", "int", "char", "unsigned", "sizeof", "typedef", "std",
+    "namespace", "template",
+    # Java / C#
+    "public", "private", "protected", "static", "extends", "implements", "throws",
+    "boolean", "String",
+    # shared statements
+    "return", "import", "else", "true", "false", "bool", "float",
+    # SQL (upper case only)
+    "SELECT", "WHERE", "JOIN", "INSERT", "UPDATE", "DELETE",
+    # failure reports
+    "Traceback", "goroutine", "panic", "panicked",
+)  # fmt: skip
+"""Reserved words and core identifiers of Python, JavaScript/TypeScript, Go, Rust,
+C/C++, Java/C# and SQL, plus the headers of Python tracebacks and Go/Rust panics
+(case-sensitive, whole words). Words that are ordinary English first (if, for,
+while, new, this, case, match, let) are left out: they would make prose look like
+code. The few kept (return, import, static, else) are rare enough in requests that
+prose stays below ~0.5 matches per 100 chars."""
+
+CODE_IDENTIFIER_SHAPES: tuple[str, ...] = (
+    r"[A-Za-z_]\w*+(?:\(|\.[A-Za-z_]\w*+(?!:\d))",  # call sites foo( and qualified os.path
+    r"[a-z][a-z0-9]*+(?:_[a-z0-9]++)+\b",  # snake_case
+    r"[a-z]++(?:[A-Z][a-z0-9]*+)+\b",  # camelCase
+    r"[A-Z][A-Z0-9]*+(?:_[A-Z0-9]++)+\b",  # SCREAMING_CASE
+)
+"""Identifier shapes that prose does not use: call sites, qualified names (a
+trailing file:line is left to CODE_SYNTAX) and snake/camel/SCREAMING casing.
+Matched at word starts, in one scan with CODE_KEYWORDS (keywords win)."""
+
+CODE_SYNTAX: tuple[str, ...] = (
+    r"#include\b|#define\b|#!/",
+    r"__\w+__",  # dunder names
+    r"0x(?<!\w0x)[0-9a-fA-F]+\b",  # addresses and hex literals (dumps, panics)
+    r"\.[A-Za-z]{1,5}:\d+",  # file:line (server.go:142, app.py:12)
+    r"line (?<!\wline )\d+",  # Python traceback frames
+    r"\n[ \t]+at\b",  # Java / JS / .NET frame marker (the frame's name counts as qualified)
+    r"(?:Error|Exception)\b",  # exception class names: ValueError, IOException
+    r"==|!=|<=|>=|->|=>|::|:=|&&|\|\||\+=|-=|<<|>>",  # operators prose never uses
+    r"[{}]",
+    r";[ \t]*$",  # statement terminators
+)
+"""Code punctuation and stack-trace structure that survives any language:
+operators, braces, statement terminators, dunders, hex addresses, file:line
+references and frame markers. Each pattern starts with a literal, so it is
+scanned on its own with the regex engine's fast literal search.
+
+Why structure counts at all: keyword-only counting saturates far below the
+5-per-100-chars cap on real code (report §7 measured 1.72). Counting structure as
+well, 3 KB samples of real source measured medians of 3.3 (Python stdlib,
+docstrings included), 4.5 (JavaScript), 4.9 (C headers) and about 7 (Go), while
+licence texts and READMEs measured 0.05 to 0.3: the term now separates a pasted
+trace or source excerpt from prose instead of being decorative."""
+
+MATH_SYMBOLS: tuple[str, ...] = (
+    r"\$\$|\\\(|\\\[",  # LaTeX display / inline delimiters
+    r"\\(?:frac|dfrac|sum|prod|int|oint|sqrt|lim|infty|partial|nabla|forall|exists"
+    r"|in|notin|subseteq?|cup|cap|leq?|geq?|neq|approx|equiv|cdot|times|pm|mod|pmod|binom"
+    r"|lfloor|rfloor|lceil|rceil|mathbb|mathcal|alpha|beta|gamma|delta|epsilon|theta"
+    r"|lambda|mu|sigma|pi|phi|omega|Theta|Omega|Sigma|Delta|log|ln|exp|begin\{"
+    r"(?:equation|align|proof|theorem|lemma)\*?\})\b",
+    r"[∑∏∫∮√∞≤≥≠≈≡∀∃∈∉⊂⊆⊃⊇∪∩∧∨¬⇒⇔↦∂∇±×÷⌊⌋⌈⌉∎ℝℕℤℚℂ]",  # noqa: RUF001 (math symbols)
+    r"\((?<=\b[OΘΩoω]\()[^()\n]{1,24}\)",  # asymptotic notation: O(n log n), Θ(1)
+    r"\^(?<=\b\w\^)\{?[\w+\-]",  # exponents on a one-character base: n^2, 2^{k+1}
+    r"_\{(?<=\b\w_\{)\w+\}",  # LaTeX subscripts: x_{i}
+)
+"""Mathematical notation: LaTeX commands and delimiters, Unicode operators
+(∑ ∫ √ ≤ ≠ ∀ ∈ ⇒ ...), asymptotic notation (O(n log n), Θ(1)), exponents and
+subscripts. Bare Greek letters are not counted, so text written in Greek does not
+read as mathematics; ASCII comparison operators count as code, and `a ^ b` (XOR,
+spaced) is not an exponent."""
+
+MATH_WORDS: tuple[str, ...] = (
+    r"big-?o", r"theorems?", r"lemmas?", r"corollar(?:y|ies)",
+    r"by induction", r"inductive step", r"base case", r"q\.e\.d", r"qed", r"iff",
+    r"modulo", r"probabilit(?:y|ies)", r"expected value", r"variance", r"integrals?",
+    r"derivatives?", r"eigen\w+", r"matri(?:x|ces)", r"polynomials?", r"logarithm\w*",
+    r"exponential\w*", r"recurrences?", r"asymptotic\w*", r"amortized", r"bijecti\w+",
+    r"injective", r"surjective", r"convex\w*", r"divisible", r"factorials?",
+    r"permutations?", r"combinatori\w+", r"pigeonhole", r"upper bound", r"lower bound",
+)  # fmt: skip
+"""The words of proofs and analysis (case-insensitive, whole words): theorem,
+lemma, by induction, amortized, recurrence, upper bound, probability, ... Counted
+with MATH_SYMBOLS as MathMarkerCount. "O(n log n)" counts once, as notation."""
+
+
+def _alternation(patterns: Iterable[str]) -> str:
+    return "|".join(f"(?:{p})" for p in patterns)
+
+
+def _by_first_letter(patterns: Iterable[str]) -> str:
+    """An alternation grouped by each pattern's literal first letter.
+
+    Same language as the plain alternation (order within a letter is kept), but
+    the engine tests one letter per position instead of trying every pattern.
+    Patterns that do not start with a plain letter stay ungrouped, at the end.
+    """
+    groups: dict[str, list[str]] = {}
+    rest: list[str] = []
+    for p in patterns:
+        if p[:1].isalpha() and p[1:2] not in ("?", "*", "+", "{"):
+            groups.setdefault(p[0], []).append(p[1:])
+        else:
+            rest.append(p)
+    branches = [f"{re.escape(ch)}(?:{_alternation(tails)})" for ch, tails in groups.items()]
+    return _alternation([*branches, *rest])
+
+
+def _trie_regex(words: Iterable[str]) -> str:
+    """An alternation of literal words factored by common prefix.
+
+    Python's regex engine tries alternatives one by one; a prefix tree makes a
+    failed keyword test cost a character or two instead of one try per keyword.
+    """
+    root: dict[str, dict] = {}
+    for word in words:
+        node = root
+        for ch in word:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def emit(node: dict[str, dict]) -> str:
+        branches = [re.escape(ch) + emit(child) for ch, child in sorted(node.items()) if ch]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return emit(root)
+
+
+# Reasoning cues and math words run on a lower-cased copy of the text: case-folding
+# once is several times cheaper than IGNORECASE matching.
+_CUE_RE = re.compile(r"\b(?=[a-z])(?:" + _by_first_letter(REASONING_CUES) + r")\b")
+_MATH_WORD_RE = re.compile(r"\b(?=[a-z])(?:" + _by_first_letter(MATH_WORDS) + r")\b")
+# One scan per symbol pattern: each starts with a literal, which the engine finds fast.
+_MATH_SYMBOL_RES = tuple(re.compile(p) for p in MATH_SYMBOLS)
+_CODE_WORD_RE = re.compile(
+    r"\b(?=[A-Za-z_])(?:"
+    + _trie_regex(CODE_KEYWORDS)
+    + r"\b|"
+    + _alternation(CODE_IDENTIFIER_SHAPES)
+    + ")"
+)
+_CODE_SYNTAX_RES = tuple(re.compile(p, re.MULTILINE) for p in CODE_SYNTAX)
+
+
+def reasoning_cue_count(text: str) -> int:
+    return len(_CUE_RE.findall(text.lower()))
+
+
+def code_keyword_count(text: str) -> int:
+    """CodeKeywordDensity's numerator: keyword and identifier matches plus syntax."""
+    return len(_CODE_WORD_RE.findall(text)) + sum(len(r.findall(text)) for r in _CODE_SYNTAX_RES)
+
+
+def _math_symbol_count(text: str) -> int:
+    return sum(len(r.findall(text)) for r in _MATH_SYMBOL_RES)
+
+
+def math_marker_count(text: str) -> int:
+    return _math_symbol_count(text) + len(_MATH_WORD_RE.findall(text.lower()))
+
+
+# ---- features ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class DifficultyFeatures:
+    """The six raw features of one scope, plus the token count behind the first.
+
+    Raw values are kept (not just normalised ones) so audit records and the
+    bandit can see, e.g., that a turn had 9 cues even though the term caps at 5.
+    """
+
+    log_prompt_tokens: float
+    reasoning_cue_count: int
+    system_prompt_log_len: float
+    code_keyword_density: float
+    has_tools: bool
+    math_marker_count: int
+    prompt_tokens: int = 0
+
+    def raw(self) -> tuple[float, ...]:
+        return (
+            self.log_prompt_tokens,
+            float(self.reasoning_cue_count),
+            self.system_prompt_log_len,
+            self.code_keyword_density,
+            1.0 if self.has_tools else 0.0,
+            float(self.math_marker_count),
+        )
+
+    @property
+    def normalised(self) -> tuple[float, ...]:
+        """Each feature divided by its cap and clipped to [0, 1], in FEATURE_SPECS order."""
+        return tuple(
+            min(max(v / s.cap, 0.0), 1.0) for v, s in zip(self.raw(), FEATURE_SPECS, strict=True)
+        )
+
+
+def score(features: DifficultyFeatures) -> float:
+    """Weighted sum of the normalised features, in [0, 1]."""
+    return sum(s.weight * v for s, v in zip(FEATURE_SPECS, features.normalised, strict=True))
+
+
+TextCounts = tuple[int, int, int, int, int]  # tokens, chars, cues, code matches, math markers
+
+SCAN_MEMO_LIMIT = 20_000
+"""Texts whose counts are remembered (about 4 MB). Agents resend the whole history
+every turn, so after the first request each old message costs one hash lookup
+instead of a regex scan; the full-transcript score of a deep session then costs
+about as much as hashing its text. Purely a cache: results are identical."""
+
+_scan_memo: dict[tuple[int, int], TextCounts] = {}
+
+
+def _scan_text(text: str) -> TextCounts:
+    lowered = text.lower()
+    return (
+        count_tokens(text),
+        len(text),
+        len(_CUE_RE.findall(lowered)),
+        code_keyword_count(text),
+        _math_symbol_count(text) + len(_MATH_WORD_RE.findall(lowered)),
+    )
+
+
+def scan_text(text: str) -> TextCounts:
+    """Counts of one text, memoised by (hash, length); oldest entries evicted first."""
+    key = (hash(text), len(text))
+    counts = _scan_memo.get(key)
+    if counts is None:
+        counts = _scan_text(text)
+        if len(_scan_memo) >= SCAN_MEMO_LIMIT:
+            _scan_memo.pop(next(iter(_scan_memo)), None)
+        _scan_memo[key] = counts
+    return counts
+
+
+def clear_scan_memo() -> None:
+    """Forget memoised counts (benchmarks measure the cold path with this)."""
+    _scan_memo.clear()
+
+
+class _Tally:
+    """Sums text counts over one linear pass of a request's texts."""
+
+    __slots__ = ("chars", "code", "cues", "math", "tokens")
+
+    def __init__(self) -> None:
+        self.tokens = self.chars = self.cues = self.code = self.math = 0
+
+    def add(self, text: str) -> None:
+        if not text:
+            return
+        tokens, chars, cues, code, marks = scan_text(text)
+        self.tokens += tokens
+        self.chars += chars
+        self.cues += cues
+        self.code += code
+        self.math += marks
+
+    def features(self, system_chars: int, has_tools: bool) -> DifficultyFeatures:
+        density = 100.0 * self.code / max(self.chars, DENSITY_MIN_CHARS)
+        return DifficultyFeatures(
+            log_prompt_tokens=math.log1p(self.tokens),
+            reasoning_cue_count=self.cues,
+            system_prompt_log_len=math.log1p(system_chars),
+            code_keyword_density=density,
+            has_tools=has_tools,
+            math_marker_count=self.math,
+            prompt_tokens=self.tokens,
+        )
+
+
+def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
+    """Features of the whole request: system prompt, every message, tool definitions.
+
+    Tool-call arguments count (they are prompt text the model re-reads); tool
+    schemas count only by name and description, a cheap stand-in for their size.
+    """
+    tally = _Tally()
+    system = req.system_text()
+    tally.tokens += count_tokens(system)
+    for spec in req.tools:
+        tally.tokens += count_tokens(spec.name) + count_tokens(spec.description)
+    has_tools = bool(req.tools)
+    for m in req.messages:
+        tally.add(m.text())
+        for call in m.tool_calls:
+            tally.add(call.arguments)
+            has_tools = True
+        if m.role == "tool":
+            has_tools = True
+    return tally.features(len(system), has_tools)
+
+
+def latest_turn(req: ChatRequest) -> list[Message]:
+    """The messages after the last assistant message, oldest first.
+
+    Walks back from the end, so the cost is the size of the turn, not of the
+    history. Trailing assistant messages are a prefill (a partial answer the
+    client asks the model to continue), not a turn boundary: they are skipped and
+    the turn is the user/tool messages before them. No assistant message at all
+    means the whole conversation is the first turn.
+    """
+    msgs = req.messages
+    end = len(msgs)
+    while end > 0 and msgs[end - 1].role == "assistant":
+        end -= 1
+    start = end
+    while start > 0 and msgs[start - 1].role != "assistant":
+        start -= 1
+    return msgs[start:end]
+
+
+def delta_features(req: ChatRequest) -> DifficultyFeatures:
+    """Features of the latest turn only, with SystemPromptLogLen zeroed (report §3.2).
+
+    HasTools keeps its meaning (the request declares tools, or the turn carries
+    tool results), matching the report's 0.90 theoretical delta maximum.
+    """
+    tally = _Tally()
+    has_tools = bool(req.tools)
+    for m in latest_turn(req):
+        tally.add(m.text())
+        if m.role == "tool":
+            has_tools = True
+    return tally.features(0, has_tools)  # log1p(0) == 0: SystemPromptLogLen zeroed
+
+
+def full_score(req: ChatRequest) -> float:
+    return score(full_transcript_features(req))
+
+
+def delta_score(req: ChatRequest) -> float:
+    return score(delta_features(req))
+
+
+def describe(features: DifficultyFeatures) -> dict[str, float]:
+    """Per-feature weighted contributions, for audit records and debugging."""
+    return {
+        s.name: round(s.weight * v, 4)
+        for s, v in zip(FEATURE_SPECS, features.normalised, strict=True)
+    }
