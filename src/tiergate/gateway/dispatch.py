@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.providers.base import Provider, UpstreamError
-from tiergate.routing.distributor import ChannelPin, Distributor, Target
+from tiergate.routing.affinity import ChannelPin
+from tiergate.routing.distributor import Distributor, Target
 
 
 @dataclass
@@ -109,7 +110,7 @@ async def open_stream(
 def _report(distributor: Distributor, target: Target, err: UpstreamError) -> None:
     if err.disables_key or err.cools_down:
         distributor.report_failure(
-            target, disable_key=err.disables_key, retry_after=err.retry_after
+            target, disable_key=err.disables_key, retry_after=err.retry_after, status=err.status
         )
 
 

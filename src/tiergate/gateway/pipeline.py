@@ -282,7 +282,12 @@ class Gateway:
             if status == 429:
                 headers["retry-after"] = str(int(err.retry_after or 1))
         else:
-            status, message, headers = 503, "No upstream channel is available", dict(ctx.headers)
+            status, wait = self.distributor.unavailable_reason(ctx.plan.models)
+            message = "No upstream channel is available"
+            headers = dict(ctx.headers)
+            if status == 429:
+                message = "Every upstream key is rate limited; retry later"
+                headers["retry-after"] = str(max(1, round(wait or 1)))
         self.recorder.record(
             "usage",
             {

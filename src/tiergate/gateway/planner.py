@@ -18,7 +18,8 @@ from tiergate.core.model import ChatRequest, ChatResponse
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
-from tiergate.routing.distributor import ChannelPin, Distributor, Target
+from tiergate.routing.affinity import ChannelPin
+from tiergate.routing.distributor import Distributor, Target
 
 
 @dataclass

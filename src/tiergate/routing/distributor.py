@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from tiergate.config import ChannelConfig, GatewayConfig, ModelConfig
+from tiergate.routing.affinity import ChannelPin, ChannelView
 
 
 @dataclass(slots=True)
@@ -26,6 +27,7 @@ class KeyState:
     enabled: bool = True
     cooldown_until: float = 0.0
     consecutive_failures: int = 0
+    last_status: int = 0
 
 
 @dataclass(slots=True)
@@ -78,12 +80,6 @@ class Target:
         return self.channel.config.keys[self.key_index]
 
 
-@dataclass(frozen=True, slots=True)
-class ChannelPin:
-    channel: str
-    key_index: int
-
-
 @dataclass
 class Distributor:
     """Live channel/key health plus the attempt order for a request."""
@@ -130,15 +126,21 @@ class Distributor:
         chans = self._by_model.get(model)
         return chans[0].config.models[model] if chans else None
 
-    def pin_valid(self, pin: ChannelPin, model: str) -> bool:
-        """Soft-pin check: the pinned channel serves the model, is enabled, healthy,
-        not drained in a mixed pool, and the key index still resolves to a usable key."""
+    def views(self, model: str) -> list[ChannelView]:
+        """What pin validation (routing.affinity) needs about each channel serving `model`."""
         now = self.clock()
-        chans = self._by_model.get(model, [])
-        ch = next((c for c in chans if c.name == pin.channel), None)
-        if ch is None or not ch.healthy(now) or not ch.key_usable(pin.key_index, now):
-            return False
-        return not (ch.config.weight <= 0 and any(c.config.weight > 0 for c in chans))
+        return [
+            ChannelView(
+                ch.name,
+                ch.config.type,
+                ch.config.enabled,
+                ch.config.weight,
+                ch.config.priority,
+                ch.healthy(now),
+                frozenset(ch.usable_keys(now)),
+            )
+            for ch in self._by_model.get(model, ())
+        ]
 
     # ---- attempt order -------------------------------------------------------
 
@@ -162,11 +164,11 @@ class Distributor:
         return out
 
     def attempts(self, models: list[str], pin: ChannelPin | None = None) -> Iterator[Target]:
-        """Lazily yield attempts: the valid pin first, then every model's channels and keys."""
+        """Lazily yield attempts: the (already validated) pin first, then every model's
+        channels and keys."""
         tried: set[tuple[int, int]] = set()
-        if pin is not None and models and self.pin_valid(pin, models[0]):
-            ch = self.channel(pin.channel)
-            assert ch is not None
+        ch = self.channel(pin.channel) if pin is not None and models else None
+        if pin is not None and ch is not None and ch.key_usable(pin.key_index, self.clock()):
             tried.add((ch.index, pin.key_index))
             yield Target(models[0], ch, pin.key_index)
         for model in models:
@@ -192,7 +194,24 @@ class Distributor:
         k = t.channel.keys[t.key_index]
         k.consecutive_failures = 0
 
-    def report_failure(self, t: Target, *, disable_key: bool, retry_after: float | None) -> None:
+    def unavailable_reason(self, models: list[str]) -> tuple[int, float | None]:
+        """Why nothing could be attempted: (429, seconds until a key is free) when
+        every serving key is cooling down after rate limits, else (503, None)."""
+        now = self.clock()
+        waits, statuses = [], set()
+        for m in models:
+            for ch in self._by_model.get(m, ()):
+                for k in ch.keys:
+                    if k.enabled and k.cooldown_until > now:
+                        waits.append(k.cooldown_until - now)
+                        statuses.add(k.last_status)
+        if waits and statuses == {429}:
+            return 429, min(waits)
+        return 503, None
+
+    def report_failure(
+        self, t: Target, *, disable_key: bool, retry_after: float | None, status: int = 0
+    ) -> None:
         """Cool the key down (or disable it on 401/403); cool the channel when every
         key of it is failing, so the next request skips it quickly."""
         now = self.clock()
@@ -201,6 +220,7 @@ class Distributor:
             k.enabled = False
             return
         k.consecutive_failures += 1
+        k.last_status = status
         k.cooldown_until = now + (retry_after if retry_after is not None else self.cooldown_seconds)
         if not t.channel.usable_keys(now):
             t.channel.cooldown_until = k.cooldown_until

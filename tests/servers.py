@@ -1,0 +1,139 @@
+"""Real servers for end-to-end tests: uvicorn in a background thread.
+
+Each server gets its own event loop and a free loopback port, so tests can use
+the official sync and async SDK clients against real HTTP.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from typing import Any
+
+import uvicorn
+
+TOKEN = "tg-test-token"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerThread:
+    """Run an ASGI app with uvicorn on 127.0.0.1:<free port> in a thread."""
+
+    def __init__(self, app: Any, port: int | None = None) -> None:
+        self.app = app
+        self.port = port or free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.server = uvicorn.Server(
+            uvicorn.Config(
+                app,
+                host="127.0.0.1",
+                port=self.port,
+                log_level="warning",
+                loop="asyncio",
+                lifespan="on",
+                timeout_graceful_shutdown=5,
+            )
+        )
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.loop: asyncio.AbstractEventLoop | None = None
+
+    def _run(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self.server.serve())
+
+    def start(self) -> ServerThread:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            if time.monotonic() > deadline or not self.thread.is_alive():
+                raise RuntimeError("server did not start")
+            time.sleep(0.01)
+        return self
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+    def __enter__(self) -> ServerThread:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def gateway_config(sim_url: str, **overrides: Any) -> dict[str, Any]:
+    """A gateway config dict on the simulator: OpenAI (3 keys), Anthropic, Gemini."""
+    cfg: dict[str, Any] = {
+        "server": {"cooldown_seconds": 5, "max_attempts": 3},
+        "database": {"url": ""},
+        "workspaces": [
+            {"name": "default", "tokens": [TOKEN]},
+            {"name": "other", "tokens": ["tg-other-token"]},
+        ],
+        "channels": [
+            {
+                "name": "oa",
+                "type": "openai",
+                "base_url": f"{sim_url}/v1",
+                "keys": ["sk-a", "sk-b", "sk-c"],
+                "models": {
+                    "openai/gpt-5-mini": {
+                        "upstream": "gpt-5-mini",
+                        "quality": 0.6,
+                        "price": {"input": 0.25, "cached_input": 0.025, "output": 2.0},
+                    },
+                    "openai/gpt-5": {
+                        "upstream": "gpt-5",
+                        "quality": 0.85,
+                        "quality_tier": 3,
+                        "price": {"input": 1.25, "cached_input": 0.125, "output": 10.0},
+                    },
+                },
+            },
+            {
+                "name": "an",
+                "type": "anthropic",
+                "base_url": sim_url,
+                "keys": ["ak-a"],
+                "models": {
+                    "anthropic/claude-sonnet-4-5": {
+                        "upstream": "claude-sonnet-4-5",
+                        "quality": 0.9,
+                        "quality_tier": 3,
+                        "price": {"input": 3.0, "output": 15.0},
+                    },
+                },
+            },
+            {
+                "name": "ge",
+                "type": "gemini",
+                "base_url": sim_url,
+                "keys": ["gk-a"],
+                "models": {
+                    "gemini/gemini-2.5-flash": {
+                        "upstream": "gemini-2.5-flash",
+                        "quality": 0.64,
+                        "price": {"input": 0.3, "cached_input": 0.03, "output": 2.5},
+                    },
+                },
+            },
+        ],
+        "routers": [
+            {
+                "name": "coding",
+                "allowed_models": ["openai/*", "anthropic/*"],
+                "strategy": "cheapest",
+                "default_model": "openai/gpt-5-mini",
+            },
+        ],
+    }
+    cfg.update(overrides)
+    return cfg
