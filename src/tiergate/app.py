@@ -26,6 +26,7 @@ from tiergate.providers.adapters import make_providers
 from tiergate.providers.http import UpstreamHTTP
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
+from tiergate.state import StateStore, make_store
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +43,7 @@ class AppState:
     gateway: Gateway
     http: UpstreamHTTP
     recorder: Recorder
+    store: StateStore
     extras: dict[str, Any] = field(default_factory=dict)
 
 
@@ -54,15 +56,16 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
     recorder = Recorder(engine, spool_path)
+    store = make_store(cfg.state)
     gateway = Gateway(
         cfg,
         TokenTable(cfg.workspaces),
         distributor,
         make_providers(http),
-        Planner(cfg, distributor),
+        Planner(cfg, distributor, store, recorder),
         recorder,
     )
-    state = AppState(cfg, gateway, http, recorder)
+    state = AppState(cfg, gateway, http, recorder, store)
 
     async def chat_completions(request: Request) -> Response:
         return await gateway.handle(OPENAI, request)
@@ -99,14 +102,12 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             except Exception:  # noqa: BLE001
                 checks["database"] = "unreachable"
                 ok = False
-        store = state.extras.get("store")
-        if store is not None:
-            try:
-                alive = await store.ping()
-            except Exception:  # noqa: BLE001
-                alive = False
-            checks["state"] = "ok" if alive else "unreachable"
-            ok = ok and alive
+        try:
+            alive = await store.ping()
+        except Exception:  # noqa: BLE001
+            alive = False
+        checks["state"] = "ok" if alive else "unreachable"
+        ok = ok and alive
         return _json(
             {"status": "ready" if ok else "not_ready", "checks": checks}, 200 if ok else 503
         )
@@ -138,6 +139,7 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             await gateway.drain()
             await recorder.close()
             await http.close()
+            await store.close()
             if engine is not None:
                 await engine.dispose()
 

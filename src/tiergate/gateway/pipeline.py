@@ -72,7 +72,8 @@ class Gateway:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
-            plan = await self.planner.plan(req, body, request.headers, workspace)
+            plan = await self.planner.plan(req, body, request.headers, workspace, request_id)
+            plan.extras["request_id"] = request_id
             if plan.router is not None:
                 headers["x-orca-router"] = plan.router.name
             if plan.tier_header is not None:

@@ -9,17 +9,32 @@ carries the writes (`commit`) the pipeline applies after a successful reply.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiergate.config import GatewayConfig, RouterConfig
+import numpy as np
+
+from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
-from tiergate.routing.affinity import ChannelPin
+from tiergate.recorder import Recorder
+from tiergate.routing import affinity, escalation, linucb, strategies
+from tiergate.routing.affinity import ChannelPin, Pins
+from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.escalation import EscalationDecision, EscalationInputs
+from tiergate.routing.session import SessionId, resolve_session_id, session_scope
+from tiergate.routing.strikes import request_strikes, response_strikes
+from tiergate.routing.tier_state import TurnOutcome
+from tiergate.routing.tiers import TierPools, resolve_tier_pools
+from tiergate.state import StateStore, is_shared_backend
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -36,24 +51,53 @@ class Outcome:
 
 @dataclass
 class RoutePlan:
+    """The decision for one request plus the writes to apply if it succeeds."""
+
     models: list[str]
     router: RouterConfig | None = None
     channel_pin: ChannelPin | None = None
     tier_header: str | None = None
+    session: SessionId | None = None
+    scope: str | None = None
     session_hash: str | None = None
+    tier: str = affinity.BASE_TIER
+    pins: Pins = field(default_factory=Pins)
+    decision: EscalationDecision | None = None
+    bandit_x: np.ndarray | None = None
     extras: dict[str, Any] = field(default_factory=dict)
+    committer: Planner | None = None
 
     async def commit(self, outcome: Outcome) -> None:
         """Apply the plan's deferred writes after the upstream reply."""
+        if self.committer is not None:
+            await self.committer.commit(self, outcome)
 
 
 class Planner:
-    """Turns a parsed request into a RoutePlan."""
+    """Turns a parsed request into a RoutePlan, and commits it afterwards."""
 
-    def __init__(self, cfg: GatewayConfig, distributor: Distributor) -> None:
+    def __init__(
+        self,
+        cfg: GatewayConfig,
+        distributor: Distributor,
+        store: StateStore,
+        recorder: Recorder | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.cfg = cfg
         self.distributor = distributor
+        self.store = store
+        self.recorder = recorder
+        self.clock = clock
         self.routers = {r.name: r for r in cfg.routers}
+        exposed = list(cfg.exposed_models())
+        self.tier_pools: dict[str, TierPools] = {
+            r.name: resolve_tier_pools(r, exposed) for r in cfg.routers
+        }
+        self.bandits = linucb.BanditStore(store)
+        self.shared_state = is_shared_backend(store)
+
+    # ---- deciding (reads only) -----------------------------------------------
 
     async def plan(
         self,
@@ -61,18 +105,215 @@ class Planner:
         body: dict[str, Any],
         headers: Mapping[str, str],
         workspace: Workspace,
+        request_id: str = "",
     ) -> RoutePlan:
+        session = resolve_session_id(headers, body)
+        scope = session_scope(workspace.id, session) if session is not None else None
         name = router_name(req.model)
         if name is None:
-            if self.distributor.model_config(req.model) is None:
-                raise GatewayError(
-                    404, f"The model '{req.model}' does not exist", "model_not_found"
-                )
-            return RoutePlan(models=[req.model])
+            return await self._plan_concrete(req, session, scope)
         router = self.routers.get(name)
         if router is None:
             raise GatewayError(404, f"The router '{name}' does not exist", "model_not_found")
-        models = [m for m in self.cfg.exposed_models() if self.distributor.is_live(m)]
-        if router.default_model and router.default_model not in models:
-            models.append(router.default_model)
-        return RoutePlan(models=models, router=router)
+        return await self._plan_router(req, headers, workspace, request_id, router, session, scope)
+
+    async def _plan_concrete(
+        self, req: ChatRequest, session: SessionId | None, scope: str | None
+    ) -> RoutePlan:
+        """A concrete model bypasses routing and is never escalated; only the
+        {channel, key} pin applies, to keep the prompt cache warm."""
+        if self.distributor.model_config(req.model) is None:
+            raise GatewayError(404, f"The model '{req.model}' does not exist", "model_not_found")
+        plan = RoutePlan(
+            models=[req.model], session=session, scope=scope, session_hash=scope, committer=self
+        )
+        if scope is not None and self.cfg.affinity.enabled:
+            plan.pins = await affinity.read_pins(self.store, scope, None, [req.model])
+            plan.channel_pin = affinity.honoured_channel_pin(
+                plan.pins, req.model, self.distributor.views(req.model)
+            )
+        return plan
+
+    async def _plan_router(
+        self,
+        req: ChatRequest,
+        headers: Mapping[str, str],
+        workspace: Workspace,
+        request_id: str,
+        router: RouterConfig,
+        session: SessionId | None,
+        scope: str | None,
+    ) -> RoutePlan:
+        live: dict[str, ModelConfig] = {
+            n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
+        }
+        ctx = strategies.StrategyContext.build(req, router, headers=headers)
+        candidates = strategies.build_candidates(router, live, req, ctx.prompt_tokens)
+        plan = RoutePlan(
+            models=[],
+            router=router,
+            session=session,
+            scope=scope,
+            session_hash=scope,
+            committer=self,
+        )
+        pools = self.tier_pools[router.name]
+
+        if escalation.escalation_applies(router) and scope is not None:
+            decision = await self._decide_tier(
+                req, headers, workspace, request_id, router, scope, candidates, pools
+            )
+            plan.decision = decision
+            plan.tier = decision.serve_tier
+            plan.tier_header = decision.header
+            tier_pool = set(pools.pool(decision.serve_tier))
+            narrowed = [c for c in candidates if c.name in tier_pool]
+            candidates = narrowed or candidates
+
+        if router.strategy == "linucb":
+            ctx.bandit_x = linucb.context_vector_for(req, ctx.features, ctx.agent)
+            ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
+            plan.bandit_x = ctx.bandit_x
+
+        ranked = strategies.rank(router.strategy, candidates, ctx)
+        pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
+        if scope is not None and self.cfg.affinity.enabled and ranked:
+            plan.pins = await affinity.read_pins(self.store, scope, pin_router, ranked, plan.tier)
+            if pin_router is not None:
+                ranked = affinity.apply_model_pin(ranked, plan.pins.model)
+            plan.channel_pin = affinity.honoured_channel_pin(
+                plan.pins, ranked[0], self.distributor.views(ranked[0])
+            )
+        default = router.default_model
+        if default and default not in ranked and self.distributor.is_live(default):
+            ranked.append(default)  # the safety net
+        if not ranked:
+            raise GatewayError(
+                503,
+                f"No model of router '{router.name}' can serve this request",
+                "no_capable_model",
+            )
+        plan.models = ranked
+        return plan
+
+    async def _decide_tier(
+        self,
+        req: ChatRequest,
+        headers: Mapping[str, str],
+        workspace: Workspace,
+        request_id: str,
+        router: RouterConfig,
+        scope: str,
+        candidates: list[strategies.Candidate],
+        pools: TierPools,
+    ) -> EscalationDecision:
+        now = self.clock()
+        strong = set(pools.strong)
+        inputs = EscalationInputs(
+            router=router,
+            scope=scope,
+            request_id=request_id,
+            now=now,
+            delta_score=delta_score(req),
+            request_strikes=request_strikes(req),
+            tier_header=headers.get("x-orcarouter-tier"),
+            escalate_header=headers.get("x-orcarouter-escalate"),
+            workspace=workspace.id,
+            workspace_cap_percent=workspace.share_cap_percent,
+            strong_available=any(c.name in strong for c in candidates),
+        )
+        snap = await escalation.read_escalation_snapshot(
+            self.store, router, scope, workspace.id, now
+        )
+        return escalation.resolve_escalation(inputs, snap)
+
+    # ---- committing (after the upstream reply) -------------------------------
+
+    async def commit(self, plan: RoutePlan, outcome: Outcome) -> None:
+        """Pins, escalation intents, bandit feedback: only a success writes pins
+        and advances the tier state; the bandit learns from failures too."""
+        target = outcome.target
+        served_tier = plan.tier
+        if plan.router is not None and target is not None and plan.decision is not None:
+            pools = self.tier_pools[plan.router.name]
+            if target.model not in pools.pool(plan.tier):  # a fallback crossed tiers
+                in_strong = target.model in pools.strong
+                served_tier = affinity.STRONG_TIER if in_strong else affinity.BASE_TIER
+        plan.extras["served_tier"] = served_tier
+        if outcome.success and target is not None and plan.scope is not None:
+            await self._write_pins(plan, target, served_tier)
+        if plan.decision is not None:
+            await self._commit_escalation(plan, outcome, served_tier)
+        if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
+            assert plan.bandit_x is not None
+            reward = linucb.reward(outcome.success, outcome.cost)
+            await self.bandits.update(plan.router.name, target.model, plan.bandit_x, reward)
+
+    async def _write_pins(self, plan: RoutePlan, target: Target, served_tier: str) -> None:
+        if not self.cfg.affinity.enabled or plan.pins.degraded:
+            return
+        ch = target.channel.config
+        window = affinity.cache_window(ch.type, self.cfg.affinity, ch.cache_window_seconds)
+        pin_router = None
+        if plan.router is not None and strategies.pin_applies(plan.router, plan.router.strategy):
+            pin_router = plan.router.name
+        writes = affinity.plan_pin_writes(
+            plan.scope,
+            router=pin_router,
+            tier=served_tier,
+            model=target.model,
+            channel_pin=ChannelPin(ch.name, target.key_index),
+            channel_window=window,
+            long_pin_eligible=plan.session is not None and plan.session.long_pin_eligible,
+            backend_is_redis=self.shared_state,
+            long_pin_seconds=self.cfg.affinity.long_pin_seconds,
+        )
+        await affinity.write_pins(self.store, writes)
+
+    async def _commit_escalation(self, plan: RoutePlan, outcome: Outcome, served: str) -> None:
+        assert plan.decision is not None
+        window = None
+        if outcome.target is not None:
+            ch = outcome.target.channel.config
+            window = affinity.cache_window(ch.type, self.cfg.affinity, ch.cache_window_seconds)
+        result = await escalation.commit_escalation(
+            self.store,
+            plan.decision,
+            TurnOutcome(
+                success=outcome.success,
+                billed=outcome.success and outcome.response is not None,
+                served_tier="strong" if served == affinity.STRONG_TIER else "base",
+                served_model=outcome.target.model if outcome.target else None,
+                cost_usd=outcome.cost,
+                response_strikes=response_strikes(outcome.response) if outcome.response else (),
+                cache_window_seconds=window,
+            ),
+            self.clock(),
+        )
+        if self.recorder is not None:
+            for ev in result.events:
+                self.recorder.record("audit", audit_row(ev, plan))
+
+
+def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:
+    """An audit event as a database row: identifiers and scores, never prompt text."""
+    return {
+        "ts": ev.at,
+        "event": ev.kind,
+        "workspace": plan.decision.workspace if plan.decision else None,
+        "router": ev.router,
+        "session_hash": ev.session_hash,
+        "request_id": plan.extras.get("request_id"),
+        "trigger": ev.trigger,
+        "detail": {
+            "header": ev.header,
+            "tier_before": ev.tier_before,
+            "tier_after": ev.tier_after,
+            "delta_score": ev.delta_score,
+            "threshold": ev.threshold,
+            "difficulty_streak": ev.difficulty_streak,
+            "strike_count": ev.strike_count,
+            "router_share": ev.router_share,
+            "workspace_share": ev.workspace_share,
+        },
+    }
