@@ -6,6 +6,7 @@ the gateway keeping the conversation on one {channel, key}.
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
@@ -69,7 +70,7 @@ def _warm_share(runs: list[list[tuple[int, int]]]) -> float:
     (to the provider's 128-token granularity): a warm read of the conversation."""
     warm = total = 0
     for turns in runs:
-        for (prev_prompt, _), (_, cached) in zip(turns, turns[1:], strict=False):
+        for (prev_prompt, _), (_, cached) in itertools.pairwise(turns):
             total += 1
             warm += cached >= prev_prompt - 128
     return warm / total
@@ -79,9 +80,7 @@ def test_affinity_keeps_every_turn_warm_on_a_three_key_channel(sim: ServerThread
     with ServerThread(create_app(parse_config(gateway_config(sim.url)))) as gw:
         turns = _conversation(gw.url, "conv-affinity", 10)
     assert turns[0][1] == 0
-    assert all(
-        cached >= prev - 128 for (prev, _), (_, cached) in zip(turns, turns[1:], strict=False)
-    )
+    assert all(cached >= prev - 128 for (prev, _), (_, cached) in itertools.pairwise(turns))
 
 
 def test_without_affinity_about_one_turn_in_three_is_warm(sim: ServerThread) -> None:
