@@ -24,12 +24,13 @@ from tiergate.routing.escalation import (
     EscalationInputs,
     EscalationSnapshot,
     RecordTurn,
+    commit_escalation,
     effective_delta_threshold,
     explain_escalation,
     in_canary,
     resolve_escalation,
 )
-from tiergate.routing.tier_state import TierState
+from tiergate.routing.tier_state import TierState, TurnOutcome
 from tiergate.state.memory import MemoryStore
 
 HIGH, LOW = 0.72, 0.23  # the report's hard and easy delta-score modes
@@ -144,9 +145,6 @@ async def test_reset_vetoes_an_in_flight_auto_escalation() -> None:
     auto = await d.resolve(d.inputs(delta=HIGH))
     reset = await d.resolve(d.inputs(tier="base"))
     assert auto.reason == "difficulty"
-    from tiergate.routing.escalation import commit_escalation
-    from tiergate.routing.tier_state import TurnOutcome
-
     await commit_escalation(d.store, reset, TurnOutcome(True), d.now)
     late = await commit_escalation(d.store, auto, TurnOutcome(True, served_tier="strong"), d.now)
     assert late.stale == ("escalate",) and not late.events
@@ -406,6 +404,24 @@ async def test_de_escalation_needs_an_easy_latest_turn() -> None:
     for _ in range(3):
         await d.turn(delta=LOW)
     assert (await d.turn(delta=0.35, idle=400)).decision.header == "strong"  # not < t1
+
+
+async def test_a_concurrent_strong_request_keeps_the_cache_warm() -> None:
+    """De-escalation decided on a cold snapshot is stale once a racing request
+    was served strong: the cache is warm again and switching would not be free."""
+    d = driver()
+    await _escalated(d)
+    for _ in range(3):
+        await d.turn(delta=LOW)
+    d.now += 400
+    down = await d.resolve(d.inputs(delta=LOW))
+    stay = await d.resolve(d.inputs(delta=LOW, tier="strong"))
+    assert down.reason == "de_escalated" and stay.serve_tier == "strong"
+    await commit_escalation(d.store, stay, TurnOutcome(True, served_tier="strong"), d.now)
+    late = await commit_escalation(d.store, down, TurnOutcome(True), d.now)
+    assert late.stale == ("deescalate",) and not late.events
+    state = await d.state()
+    assert state is not None and state.tier == "strong"
 
 
 async def test_cache_window_recorded_at_escalation_sets_coldness() -> None:

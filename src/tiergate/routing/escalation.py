@@ -359,7 +359,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         if tier_ask is None and not once and _deescalation_due(inp, state, strike_now):
             serve = session_tier = "base"
             reason = trigger = "de_escalated"
-            intents.append(Deescalate(state.epoch))
+            intents.append(Deescalate(state.epoch, state.strong_served_at))
             audit("de_escalated", "de_escalated", "base", "base; reason=de_escalated")
         elif share_capped:
             serve, reason, trigger = "base", "denied:share_cap", state.trigger

@@ -176,7 +176,12 @@ class Escalate:
 
 @dataclass(frozen=True, slots=True)
 class Deescalate:
+    """Back to base. `strong_served_at` is the cache warmth the decision saw: if a
+    concurrent request was served strong since, the cache is warm again and
+    the de-escalation is stale."""
+
     epoch: int
+    strong_served_at: float | None
     kind: Literal["deescalate"] = "deescalate"
 
 
@@ -299,6 +304,9 @@ def _transition(
         already = st.tier == ("strong" if isinstance(intent, Escalate) else "base")
     if st.epoch != intent.epoch or (already and not isinstance(intent, Reset)):
         (report.merged if already else report.stale).append(intent.kind)
+        return
+    if isinstance(intent, Deescalate) and st.strong_served_at != intent.strong_served_at:
+        report.stale.append(intent.kind)  # served strong meanwhile: warm again
         return
     if isinstance(intent, Escalate):
         if session_cap_reached(st.escalations_used, esc.max_per_session):
