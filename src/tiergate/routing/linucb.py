@@ -1,0 +1,273 @@
+"""The `linucb` strategy: a contextual bandit that learns which model pays off.
+
+Disjoint LinUCB (Li et al., 2010): each arm (model) keeps a ridge regression of
+reward on the request's context vector x, stored as A^-1 (updated in O(d^2) by
+Sherman-Morrison, never inverted) and b. An arm's score is
+
+    theta·x + alpha * sqrt(x^T A^-1 x),      theta = A^-1 b
+
+the predicted reward plus an exploration bonus that shrinks as the arm sees
+contexts like x. The math here is pure numpy; `BanditStore` persists arms in the
+shared StateStore so every gateway instance learns from every other's traffic,
+and updates go through `transact` so concurrent instances never lose one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from tiergate.core.model import ChatRequest
+from tiergate.routing.difficulty import FEATURE_SPECS, DifficultyFeatures, delta_score
+from tiergate.routing.difficulty import full_transcript_features as _full_features
+from tiergate.routing.features import AgentState, agent_state
+from tiergate.state.base import StateStore, StateUnavailable, Write
+
+log = logging.getLogger(__name__)
+
+FEATURE_NAMES: tuple[str, ...] = (
+    "bias",
+    *(s.name for s in FEATURE_SPECS),
+    "delta_score",
+    "has_images",
+    "wants_json",
+    "log_turns",
+    "failing",
+)
+"""Context vector layout. Beyond the six normalised difficulty features:
+- bias: constant 1, so each arm learns its base reward (without it a context of
+  all zeros predicts 0 for every arm and only exploration decides).
+- delta_score: latest-turn difficulty; unlike the full-transcript features it is
+  not inflated by session length (report §3.2), so it tells "this turn is hard"
+  apart from "this session is long".
+- has_images: vision requests are a different task whose quality gap between
+  models is unrelated to lexical difficulty.
+- wants_json: structured output; cheaper models fail schemas more often.
+- log_turns: log(1 + user turns) / log(51), capped at 1; long agent sessions stress
+  long-context handling, which differs between models at equal lexical difficulty.
+- failing: the latest turn carries errored tool results or a failing test run; a
+  failure loop is evidence that the model serving the session is struggling.
+Every component is in [0, 1], so no feature dominates the ridge penalty."""
+
+DIM = len(FEATURE_NAMES)
+_LOG_TURNS_CAP = math.log(51)
+
+
+def context_vector(
+    full: DifficultyFeatures,
+    *,
+    delta: float = 0.0,
+    has_images: bool = False,
+    wants_json: bool = False,
+    turns: int = 0,
+    failing: bool = False,
+) -> np.ndarray:
+    """The bandit's context vector (FEATURE_NAMES order) from precomputed parts."""
+    return np.array(
+        [
+            1.0,
+            *full.normalised,
+            min(max(delta, 0.0), 1.0),
+            float(has_images),
+            float(wants_json),
+            min(math.log1p(max(turns, 0)) / _LOG_TURNS_CAP, 1.0),
+            float(failing),
+        ],
+        dtype=np.float64,
+    )
+
+
+def context_vector_for(
+    req: ChatRequest,
+    full: DifficultyFeatures | None = None,
+    agent: AgentState | None = None,
+) -> np.ndarray:
+    """The context vector of a request, computing whatever was not passed in."""
+    full = full or _full_features(req)
+    agent = agent or agent_state(req)
+    return context_vector(
+        full,
+        delta=delta_score(req),
+        has_images=req.has_images(),
+        wants_json=req.wants_json(),
+        turns=agent.turns,
+        failing=agent.tests_failed or agent.tool_errors > 0,
+    )
+
+
+@dataclass(slots=True)
+class LinUCBArm:
+    """One arm's ridge regression state: A^-1 (d x d), b (d), and its pull count."""
+
+    a_inv: np.ndarray
+    b: np.ndarray
+    pulls: int = 0
+
+    @classmethod
+    def fresh(cls, dim: int = DIM, ridge: float = 1.0) -> LinUCBArm:
+        """A = ridge * I: no data yet, maximal uncertainty in every direction."""
+        return cls(a_inv=np.eye(dim) / ridge, b=np.zeros(dim), pulls=0)
+
+    @property
+    def dim(self) -> int:
+        return int(self.b.shape[0])
+
+    @property
+    def theta(self) -> np.ndarray:
+        return np.asarray(self.a_inv @ self.b)
+
+    def ucb(self, x: np.ndarray, alpha: float) -> float:
+        """Predicted reward plus alpha times its standard-error-like width."""
+        width = float(x @ self.a_inv @ x)
+        return float(self.theta @ x) + alpha * math.sqrt(max(width, 0.0))
+
+    def to_bytes(self) -> bytes:
+        return orjson.dumps(
+            {"v": 1, "a_inv": self.a_inv, "b": self.b, "pulls": self.pulls},
+            option=orjson.OPT_SERIALIZE_NUMPY,
+        )
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, dim: int = DIM) -> LinUCBArm:
+        """Decode a stored arm; ValueError if it is corrupt or of another dimension."""
+        try:
+            data = orjson.loads(raw)
+            a_inv = np.array(data["a_inv"], dtype=np.float64)
+            b = np.array(data["b"], dtype=np.float64)
+            pulls = int(data.get("pulls", 0))
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"corrupt bandit arm: {err}") from None
+        if a_inv.shape != (dim, dim) or b.shape != (dim,):
+            raise ValueError(f"bandit arm has dimension {b.shape}, expected ({dim},)")
+        if not (np.isfinite(a_inv).all() and np.isfinite(b).all()):
+            raise ValueError("bandit arm holds non-finite numbers")
+        return cls(a_inv=a_inv, b=b, pulls=pulls)
+
+
+def update(arm: LinUCBArm, x: np.ndarray, reward: float) -> LinUCBArm:
+    """A new arm after observing `reward` for context `x` (the input is not mutated).
+
+    Sherman-Morrison: (A + x x^T)^-1 = A^-1 - (A^-1 x)(A^-1 x)^T / (1 + x^T A^-1 x),
+    using that A^-1 is symmetric; re-symmetrised to stop rounding drift.
+    """
+    u = arm.a_inv @ x
+    a_inv = arm.a_inv - np.outer(u, u) / (1.0 + float(x @ u))
+    a_inv = (a_inv + a_inv.T) / 2.0
+    return LinUCBArm(a_inv=a_inv, b=arm.b + reward * x, pulls=arm.pulls + 1)
+
+
+def ucb_scores(arms: Mapping[str, LinUCBArm], x: np.ndarray, alpha: float) -> dict[str, float]:
+    return {name: arm.ucb(x, alpha) for name, arm in arms.items()}
+
+
+def choose(arms: Mapping[str, LinUCBArm], x: np.ndarray, alpha: float) -> str:
+    """The arm with the highest UCB; ties go to the first arm in mapping order."""
+    if not arms:
+        raise ValueError("choose() needs at least one arm")
+    scores = ucb_scores(arms, x, alpha)
+    return max(scores, key=lambda name: scores[name])
+
+
+DEFAULT_COST_WEIGHT = 0.3
+DEFAULT_COST_REF_USD = 0.01
+
+
+def reward(
+    success: bool,
+    cost_usd: float,
+    feedback: float | None = None,
+    *,
+    cost_weight: float = DEFAULT_COST_WEIGHT,
+    cost_ref_usd: float = DEFAULT_COST_REF_USD,
+) -> float:
+    """Reward of one outcome, in [-cost_weight, 1].
+
+    quality is 1 for a successful reply and 0 for a failed one; client feedback in
+    [0, 1], when given, replaces that proxy (a verdict beats a 200 OK). The cost
+    penalty cost / (cost + cost_ref) rises smoothly from 0 and saturates towards 1,
+    so a cheap model wins only when it is about as good, and one outlier-priced
+    request cannot swamp the estimate. Late feedback (a feedback endpoint called
+    after the reply was billed) is one more observation for the same context:
+    `reward(True, 0.0, feedback)`, which is just the feedback.
+    """
+    quality = 1.0 if success else 0.0
+    if feedback is not None:
+        quality = min(max(float(feedback), 0.0), 1.0)
+    cost = max(float(cost_usd), 0.0)
+    penalty = cost / (cost + cost_ref_usd) if cost_ref_usd > 0 else float(cost > 0)
+    return quality - cost_weight * penalty
+
+
+class BanditStore:
+    """Bandit arms in a StateStore: one key per (router, model), orjson lists.
+
+    Reads degrade: an unreachable or corrupt store yields fresh arms (routing
+    never fails for the bandit's sake). Writes are read-modify-write inside
+    `transact`, so two instances updating the same arm both land; within one
+    process, updates of an arm queue on a local lock so they never make each other
+    retry, leaving optimistic retries for contention between instances.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        *,
+        prefix: str = "bandit:",
+        dim: int = DIM,
+        ridge: float = 1.0,
+        ttl: float | None = None,
+        retries: int = 32,
+    ) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.dim = dim
+        self.ridge = ridge
+        self.ttl = ttl
+        self.retries = retries
+        self._locks: dict[str, asyncio.Lock] = {}
+
+    def key(self, router: str, arm: str) -> str:
+        return f"{self.prefix}{router}:{arm}"
+
+    def _decode(self, raw: bytes | None, where: str) -> LinUCBArm:
+        if raw is None:
+            return LinUCBArm.fresh(self.dim, self.ridge)
+        try:
+            return LinUCBArm.from_bytes(raw, self.dim)
+        except ValueError as err:
+            log.warning("bandit arm %s reset: %s", where, err)
+            return LinUCBArm.fresh(self.dim, self.ridge)
+
+    async def load(self, router: str, arms: Sequence[str]) -> dict[str, LinUCBArm]:
+        """Every named arm of a router in one round trip; missing ones start fresh."""
+        keys = [self.key(router, a) for a in arms]
+        try:
+            raws = await self.store.get_many(keys)
+        except StateUnavailable as err:
+            log.warning("bandit state unavailable, exploring from scratch: %s", err)
+            raws = [None] * len(keys)
+        return {a: self._decode(r, k) for a, k, r in zip(arms, keys, raws, strict=True)}
+
+    async def update(
+        self, router: str, arm: str, x: np.ndarray, reward_value: float
+    ) -> LinUCBArm | None:
+        """Apply one observation on fresh state; None if the store is unavailable."""
+        key = self.key(router, arm)
+
+        def apply(current: list[bytes | None]) -> tuple[list[Write], LinUCBArm]:
+            updated = update(self._decode(current[0], key), x, reward_value)
+            return [Write(key, updated.to_bytes(), self.ttl)], updated
+
+        lock = self._locks.setdefault(key, asyncio.Lock())
+        try:
+            async with lock:
+                return await self.store.transact([key], apply, retries=self.retries)
+        except StateUnavailable as err:  # includes losing every retry to other instances
+            log.warning("bandit update for %s dropped: %s", key, err)
+            return None
