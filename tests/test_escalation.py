@@ -31,6 +31,7 @@ from tiergate.routing.escalation import (
     resolve_escalation,
 )
 from tiergate.routing.tier_state import TierState, TurnOutcome
+from tiergate.state.base import StateUnavailable
 from tiergate.state.memory import MemoryStore
 
 HIGH, LOW = 0.72, 0.23  # the report's hard and easy delta-score modes
@@ -544,7 +545,7 @@ def test_degraded_snapshot_serves_base_with_no_intents() -> None:
     d = resolve_escalation(
         _inputs(make_router(), tier_header="strong"), EscalationSnapshot(degraded=True)
     )
-    assert d.serve_tier == "base" and not d.intents
+    assert d.serve_tier == "base" and d.header == "base" and not d.intents
 
 
 def test_escalation_config_defaults_match_the_report() -> None:
@@ -555,3 +556,24 @@ def test_escalation_config_defaults_match_the_report() -> None:
         3,
         4 * 3600,
     )
+
+
+class UnreachableStore(MemoryStore):
+    """A backend that is down: every read and transaction raises StateUnavailable."""
+
+    async def get_many(self, keys: object) -> list[bytes | None]:  # type: ignore[override]
+        raise StateUnavailable("down")
+
+    async def transact(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
+        raise StateUnavailable("down")
+
+
+async def test_an_unreachable_store_degrades_to_base_and_skips_the_commit() -> None:
+    d = SessionDriver(UnreachableStore(), make_router())
+    t = await d.turn(tier="strong")
+    assert t.decision.header == "base" and t.decision.serve_tier == "base"
+    assert not t.commit.committed
+    # A decision made while the store was up, committed while it is down, is skipped.
+    up = resolve_escalation(_inputs(make_router(), tier_header="strong"), EscalationSnapshot())
+    result = await commit_escalation(UnreachableStore(), up, TurnOutcome(True), T0)
+    assert not result.committed and result.error == "state_unavailable" and not result.events

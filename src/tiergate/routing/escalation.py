@@ -285,8 +285,11 @@ def _inactive(router: RouterConfig, intents: tuple[Intent, ...] = ()) -> Escalat
 def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> EscalationDecision:
     """Decide the tier for this request. Pure: reads `snap`, writes nothing."""
     router, esc = inp.router, inp.router.escalation
-    if not escalation_applies(router) or snap.degraded:
+    if not escalation_applies(router):
         return _inactive(router)
+    if snap.degraded:  # no tier memory readable: serve base, change nothing
+        header = "base" if inp.scope is not None else None
+        return EscalationDecision(applies=inp.scope is not None, header=header, config=esc)
     threshold, source = delta_threshold(router, snap.scores)
     score = inp.delta_score if _percentile_on(esc) else None
     traffic = CountTraffic(score=score)
