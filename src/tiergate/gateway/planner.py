@@ -9,6 +9,7 @@ carries the writes (`commit`) the pipeline applies after a successful reply.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -212,7 +213,7 @@ class Planner:
         inputs = EscalationInputs(
             router=router,
             scope=scope,
-            request_id=request_id,
+            request_id=turn_key(req),
             now=now,
             delta_score=delta_score(req),
             request_strikes=request_strikes(req),
@@ -293,6 +294,24 @@ class Planner:
         if self.recorder is not None:
             for ev in result.events:
                 self.recorder.record("audit", audit_row(ev, plan))
+
+
+def turn_key(req: ChatRequest) -> str:
+    """A stable id for the conversation turn this request carries.
+
+    A client retry of the same turn sends the same history, so it maps to the
+    same key and the engine's request-id ring deduplicates its strikes (§4.1).
+    """
+    h = hashlib.blake2b(digest_size=12)
+    h.update(str(len(req.messages)).encode())
+    if req.messages:
+        last = req.messages[-1]
+        h.update(last.role.encode())
+        h.update(last.text().encode("utf-8", "surrogatepass"))
+        h.update((last.tool_call_id or "").encode())
+        for tc in last.tool_calls:
+            h.update(tc.id.encode())
+    return h.hexdigest()
 
 
 def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:
