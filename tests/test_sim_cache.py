@@ -49,7 +49,9 @@ def test_openai_caches_only_from_1024_tokens_in_128_token_steps() -> None:
     # The common prefix is the 1200-token system block: 1152 is the last step inside it.
     assert cache.automatic(ident, second, rule, 3.0).read == 1152
     # Repeating the second prompt reads everything up to its own last step.
-    assert cache.automatic(ident, second, rule, 4.0).read == 1024 + (second.total - 1024) // 128 * 128
+    assert (
+        cache.automatic(ident, second, rule, 4.0).read == 1024 + (second.total - 1024) // 128 * 128
+    )
 
 
 def test_cache_is_per_key_and_per_model() -> None:
@@ -80,9 +82,10 @@ def test_deepseek_uses_64_token_units_and_a_one_hour_life() -> None:
     cache.automatic(ident, index_prompt(blocks(WORDS * 30, "a"), "d"), rule, 0.0)  # 120 + 1
     hit = cache.automatic(ident, index_prompt(blocks(WORDS * 30, "b"), "d"), rule, 3000.0)
     assert hit.read == 64
-    assert cache.automatic(
-        ident, index_prompt(blocks(WORDS * 30, "b"), "d"), rule, 6601.0 + 3000
-    ).read == 0
+    assert (
+        cache.automatic(ident, index_prompt(blocks(WORDS * 30, "b"), "d"), rule, 6601.0 + 3000).read
+        == 0
+    )
 
 
 def test_anthropic_writes_up_to_the_last_breakpoint_and_reads_the_longest_cached() -> None:
@@ -148,7 +151,8 @@ def test_memory_stays_bounded() -> None:
     cache = PromptCache(settings)
     rule = automatic_rule("deepseek", settings)
     for i in range(20):
-        cache.automatic(("deepseek", "k", "d"), index_prompt(blocks(f"s{i}" + WORDS * 400), "d"),
-                        rule, float(i))
+        cache.automatic(
+            ("deepseek", "k", "d"), index_prompt(blocks(f"s{i}" + WORDS * 400), "d"), rule, float(i)
+        )
     assert cache.entry_count() <= 50
     assert UNIT == 64

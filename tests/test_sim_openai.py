@@ -9,8 +9,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
-from servers import ServerThread
 
+from servers import ServerThread
 from tiergate.sim.app import create_sim_app
 
 LONG_SYSTEM = "You are a careful coding agent. " + " ".join(
@@ -238,9 +238,16 @@ def test_missing_key_is_401_in_openai_format(sim: ServerThread) -> None:
         (
             [
                 {"role": "user", "content": "x"},
-                {"role": "assistant", "tool_calls": [
-                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-                ]},
+                {
+                    "role": "assistant",
+                    "tool_calls": [
+                        {
+                            "id": "c1",
+                            "type": "function",
+                            "function": {"name": "f", "arguments": "{}"},
+                        }
+                    ],
+                },
                 {"role": "user", "content": "y"},
             ],
             "c1",

@@ -59,5 +59,14 @@ def test_memoised_long_text_gives_the_same_answers() -> None:
 
 def test_examples() -> None:
     assert tokenize("Hello world, 2026!") == ["Hello", " world", ",", " ", "202", "6", "!"]
-    assert tokenize("def f(x):\n    return x") == ["def", " f", "(", "x", "):", "\n    ", "return", " x"]
+    assert tokenize("def f(x):\n    return x") == [
+        "def",
+        " f",
+        "(",
+        "x",
+        "):",
+        "\n    ",
+        "return",
+        " x",
+    ]
     assert count_tokens("") == 0

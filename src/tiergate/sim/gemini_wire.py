@@ -236,6 +236,8 @@ def _add_contents(blocks: list[PromptBlock], contents: list[Any]) -> Any:
         if not isinstance(content, dict):
             raise _bad(f"* GenerateContentRequest.contents[{i}]: must be an object\n")
         role = content.get("role") or "user"
+        if role == "function":  # the older spelling of a function-response turn
+            role = "user"
         if role not in ("user", "model"):
             raise _bad("Please use a valid role: user, model.")
         parts = [p for p in content.get("parts") or [] if isinstance(p, dict)]
