@@ -23,17 +23,20 @@ LATEST = "Why does the pool drop jobs under load? Explain the race condition ste
 
 
 def session(turns: int, seed: int = 7) -> ChatRequest:
-    """One synthetic agent session cut at `turns` user turns; the latest turn is the
-    same at every depth, so only the history differs."""
+    """One synthetic agent session cut at `turns` user turns. Every message is
+    distinct (as in real sessions, so nothing is memoised by accident), every
+    25th turn pastes a 3 KB trace, and the latest turn is the same at every depth,
+    so only the history differs."""
     rng = random.Random(seed)
     msgs: list[Message] = []
     for i in range(turns - 1):
         text = hard_turn_text(i, 3000) if i % 25 == 3 else rng.choice(TRIVIAL_TURNS)
-        msgs.append(user(text))
-        args = '{"path": "pkg/pool/worker.go", "old": "mu.Lock()", "new": "mu.RLock()"}'
+        msgs.append(user(f"{text} (step {i})"))
+        path = f"pkg/pool/worker_{i}.go"
+        args = f'{{"path": "{path}", "old": "mu.Lock()", "new": "mu.RLock()"}}'
         msgs.append(Message("assistant", [], tool_calls=[ToolCall(f"c{i}", "edit_file", args)]))
-        msgs.append(tool_result("Edited pkg/pool/worker.go (3 lines)", f"c{i}"))
-        msgs.append(Message("assistant", [TextPart("Done. The lock is now a read lock.")]))
+        msgs.append(tool_result(f"Edited {path} (3 lines)", f"c{i}"))
+        msgs.append(Message("assistant", [TextPart(f"Done with step {i}: read lock now.")]))
     msgs.append(user(LATEST))
     failure = "--- FAIL: TestPoolDrain (0.02s)\n    pool_test.go:41: lost 3 jobs\nFAIL"
     msgs.append(tool_result(failure))

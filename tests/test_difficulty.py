@@ -383,3 +383,15 @@ def test_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     for i in range(50):
         d.scan_text(f"text number {i}")
     assert len(d._scan_memo) <= 10
+
+
+def test_huge_tool_results_are_scanned_at_head_and_tail_only() -> None:
+    code = CODE_SNIPPETS["go"]
+    huge = code * (4 * d.SCAN_WINDOW_CHARS // len(code)) + "Why? Explain the invariant."
+    d.clear_scan_memo()
+    tokens, scanned, cues, _, _ = d.scan_text(huge)
+    assert tokens == d.count_tokens(huge)  # tokens count everything
+    assert scanned == 2 * d.SCAN_WINDOW_CHARS + 1
+    assert cues == 3  # the tail is read
+    f = d.delta_features(request([user("read it"), assistant("ok"), tool_result(huge)]))
+    assert f.code_keyword_density > 2.0

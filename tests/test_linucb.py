@@ -166,14 +166,32 @@ async def exercise_store(bandits: BanditStore, peer: BanditStore | None = None) 
     np.testing.assert_allclose(final.b, expected.b, rtol=1e-9)
 
 
+async def exercise_feedback(bandits: BanditStore, peer: BanditStore) -> None:
+    """Late client feedback credits the serving arm exactly once, from any instance."""
+    x = np.linspace(0, 1, linucb.DIM)
+    await bandits.remember("req-1", "coding", "m3", x)
+    assert await bandits.feedback("unknown", 1.0) is None
+    results = await asyncio.gather(bandits.feedback("req-1", 0.2), peer.feedback("req-1", 0.9))
+    applied = [r for r in results if r is not None]
+    assert len(applied) == 1 and applied[0].pulls == 1
+    arm = (await peer.load("coding", ["m3"]))["m3"]
+    assert arm.pulls == 1
+    assert arm.b == pytest.approx(x * (0.2 if results[0] is not None else 0.9))
+    assert await peer.feedback("req-1", 1.0) is None
+
+
 async def test_bandit_store_on_memory() -> None:
-    await exercise_store(BanditStore(MemoryStore()))
+    bandits = BanditStore(MemoryStore())
+    await exercise_store(bandits)
+    await exercise_feedback(bandits, bandits)
 
 
 async def test_bandit_store_on_redis_shared_by_two_instances(redis_store: RedisStore) -> None:
     peer_store = RedisStore(redis_store.url, key_prefix=redis_store.prefix)
     try:
-        await exercise_store(BanditStore(redis_store), BanditStore(peer_store))
+        bandits, peer = BanditStore(redis_store), BanditStore(peer_store)
+        await exercise_store(bandits, peer)
+        await exercise_feedback(bandits, peer)
     finally:
         await peer_store.close()
 
@@ -193,6 +211,12 @@ class DownStore:
 
     name = "down"
 
+    async def get(self, key: str) -> bytes | None:
+        raise StateUnavailable("down")
+
+    async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
+        raise StateUnavailable("down")
+
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         raise StateUnavailable("down")
 
@@ -205,6 +229,8 @@ async def test_unavailable_store_degrades_to_fresh_arms_and_dropped_updates() ->
     arms = await bandits.load("coding", ["m1"])
     assert arms["m1"].pulls == 0
     assert await bandits.update("coding", "m1", np.ones(linucb.DIM), 1.0) is None
+    await bandits.remember("r", "coding", "m1", np.ones(linucb.DIM))  # does not raise
+    assert await bandits.feedback("r", 1.0) is None
 
 
 async def test_ttl_is_applied_to_arm_writes() -> None:

@@ -26,6 +26,7 @@ from tiergate.routing.strategies import (
     select,
     tier_candidates,
 )
+from tiergate.routing.tiers import resolve_tier_pools
 
 MODELS: dict[str, ModelConfig] = {
     "openai/nano": ModelConfig(quality=0.40, price=Price(input=0.05, output=0.40)),
@@ -294,3 +295,13 @@ def test_select_ignores_pins_for_dsl_and_for_routers_that_are_not_session_aware(
     assert select(cands(), ctx(dsl_router), pinned="anthropic/sonnet")[0] == "openai/mini"
     stateless = router(strategy="cheapest", session_aware=False)
     assert select(cands(), ctx(stateless), pinned="anthropic/sonnet")[0] == "openai/nano"
+
+
+def test_select_accepts_tier_pools_resolved_at_load() -> None:
+    r = router(strategy="gated_adaptive")
+    pools = resolve_tier_pools(r, NAMES)  # gated_adaptive's base tier keeps every model
+    hard = ctx(r, score=0.9)
+    assert select(cands(), hard, tier="base", pools=pools)[0] == "anthropic/sonnet"
+    assert select(cands(), hard, tier="base", pools=pools, pinned="openai/nano")[0] == (
+        "openai/nano"
+    )

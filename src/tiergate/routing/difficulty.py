@@ -6,7 +6,7 @@ each normalised by its cap to [0, 1]; the weights sum to 1, so scores are in [0,
     LogPromptTokens     0.20  cap log(8001)   log(1 + prompt tokens)
     ReasoningCueCount   0.15  cap 5           matches of REASONING_CUES
     SystemPromptLogLen  0.10  cap log(2001)   log(1 + system prompt characters)
-    CodeKeywordDensity  0.20  cap 5.0         CODE_KEYWORDS/CODE_SYNTAX matches per 100 chars
+    CodeKeywordDensity  0.20  cap 5.0         CODE_* vocabulary matches per 100 chars
     HasTools            0.15  0/1             tools declared or tool results present
     MathMarkerCount     0.20  cap 5           MATH_SYMBOLS / MATH_WORDS matches
 
@@ -16,14 +16,17 @@ token term grows with conversation length, so a long trivial session drifts upwa
 the last assistant message) and zeroes SystemPromptLogLen, which is not part of a
 turn; its cost depends on the size of the latest turn, never on the history.
 
-Both scopes scan each text once with precompiled regexes, and neither does I/O.
-The system prompt feeds only the token and SystemPromptLogLen terms: it is
-constant per session, so letting its wording fire the cue terms would only add
-another length-independent floor.
+Cost: each text goes through a fixed set of precompiled, literal-led regexes
+(linear in its length, head and tail only past 32 KB), and its counts are
+memoised, so a resent history costs a hash per message; see
+bench/bench_difficulty.py. No I/O. The system prompt feeds only the token and
+SystemPromptLogLen terms: it is constant per session, so letting its wording fire
+the cue terms would only add another length-independent floor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 from collections.abc import Iterable
@@ -358,7 +361,15 @@ def score(features: DifficultyFeatures) -> float:
     return sum(s.weight * v for s, v in zip(FEATURE_SPECS, features.normalised, strict=True))
 
 
-TextCounts = tuple[int, int, int, int, int]  # tokens, chars, cues, code matches, math markers
+TextCounts = tuple[int, int, int, int, int]
+"""(tokens, scanned chars, cue matches, code matches, math markers) of one text."""
+
+SCAN_WINDOW_CHARS = 16_384
+"""A text longer than twice this is scanned at its head and tail only. A tool
+result can be a multi-megabyte file read; scanning all of it would cost a
+regex pass per megabyte on the request path. Tokens still count the whole text,
+cue and math counts saturate at 5 long before 32 KB, and code density is a ratio
+estimated over the scanned characters."""
 
 SCAN_MEMO_LIMIT = 20_000
 """Texts whose counts are remembered (about 4 MB). Agents resend the whole history
@@ -370,9 +381,12 @@ _scan_memo: dict[tuple[int, int], TextCounts] = {}
 
 
 def _scan_text(text: str) -> TextCounts:
+    tokens = count_tokens(text)
+    if len(text) > 2 * SCAN_WINDOW_CHARS:
+        text = text[:SCAN_WINDOW_CHARS] + "\n" + text[-SCAN_WINDOW_CHARS:]
     lowered = text.lower()
     return (
-        count_tokens(text),
+        tokens,
         len(text),
         len(_CUE_RE.findall(lowered)),
         code_keyword_count(text),
@@ -387,7 +401,9 @@ def scan_text(text: str) -> TextCounts:
     if counts is None:
         counts = _scan_text(text)
         if len(_scan_memo) >= SCAN_MEMO_LIMIT:
-            _scan_memo.pop(next(iter(_scan_memo)), None)
+            # StopIteration/RuntimeError: emptied or resized by another thread meanwhile.
+            with contextlib.suppress(StopIteration, RuntimeError):
+                _scan_memo.pop(next(iter(_scan_memo)), None)
         _scan_memo[key] = counts
     return counts
 
@@ -400,23 +416,23 @@ def clear_scan_memo() -> None:
 class _Tally:
     """Sums text counts over one linear pass of a request's texts."""
 
-    __slots__ = ("chars", "code", "cues", "math", "tokens")
+    __slots__ = ("code", "cues", "math", "scanned", "tokens")
 
     def __init__(self) -> None:
-        self.tokens = self.chars = self.cues = self.code = self.math = 0
+        self.tokens = self.scanned = self.cues = self.code = self.math = 0
 
     def add(self, text: str) -> None:
         if not text:
             return
-        tokens, chars, cues, code, marks = scan_text(text)
+        tokens, scanned, cues, code, marks = scan_text(text)
         self.tokens += tokens
-        self.chars += chars
+        self.scanned += scanned
         self.cues += cues
         self.code += code
         self.math += marks
 
     def features(self, system_chars: int, has_tools: bool) -> DifficultyFeatures:
-        density = 100.0 * self.code / max(self.chars, DENSITY_MIN_CHARS)
+        density = 100.0 * self.code / max(self.scanned, DENSITY_MIN_CHARS)
         return DifficultyFeatures(
             log_prompt_tokens=math.log1p(self.tokens),
             reasoning_cue_count=self.cues,

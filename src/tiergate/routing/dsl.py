@@ -173,7 +173,7 @@ class RuleFacts:
 
 
 @dataclass(frozen=True, slots=True)
-class Test:
+class FieldTest:
     """One field test. `op` is a comparator, "eq", "glob", "absent" or "nonempty"."""
 
     field: str
@@ -224,7 +224,7 @@ class Not:
         return not self.part.holds(facts)
 
 
-Condition = Test | AllOf | AnyOf | Not
+Condition = FieldTest | AllOf | AnyOf | Not
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,7 +351,7 @@ class _Parser:
                     parts.append(test)
         return parts[0] if len(parts) == 1 else AllOf(tuple(parts))
 
-    def test(self, path: Path, field: str, operand: Any) -> Test | None:
+    def test(self, path: Path, field: str, operand: Any) -> FieldTest | None:
         field = FIELD_ALIASES.get(field, field)
         kind = _field_kind(field)
         if kind is None:
@@ -363,7 +363,7 @@ class _Parser:
         except ValueError as err:
             self.error(path, f"{field}: {err}")
             return None
-        return Test(field, kind, op, operands)
+        return FieldTest(field, kind, op, operands)
 
 
 def _field_kind(field: str) -> FieldKind | None:

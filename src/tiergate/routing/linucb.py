@@ -271,3 +271,62 @@ class BanditStore:
         except StateUnavailable as err:  # includes losing every retry to other instances
             log.warning("bandit update for %s dropped: %s", key, err)
             return None
+
+    # ---- late client feedback -------------------------------------------------------
+
+    def _pending_key(self, request_id: str) -> str:
+        return f"{self.prefix}pending:{request_id}"
+
+    async def remember(
+        self, request_id: str, router: str, arm: str, x: np.ndarray, ttl: float = 3600.0
+    ) -> None:
+        """Keep a served request's context so client feedback can credit its arm later.
+
+        Best effort: with the store down the feedback window is simply lost.
+        """
+        record = orjson.dumps(
+            {"router": router, "arm": arm, "x": x}, option=orjson.OPT_SERIALIZE_NUMPY
+        )
+        try:
+            await self.store.set(self._pending_key(request_id), record, ttl)
+        except StateUnavailable as err:
+            log.warning("bandit feedback context not stored: %s", err)
+
+    async def feedback(self, request_id: str, value: float) -> LinUCBArm | None:
+        """Credit client feedback (in [0, 1]) to the arm that served `request_id`.
+
+        Exactly once: the pending record is deleted in the same transaction as the
+        arm update, so a repeated or concurrent feedback call is a no-op. Returns
+        the updated arm, or None when the request is unknown, expired, already
+        rated, or the store is unavailable.
+        """
+        pending = self._pending_key(request_id)
+        try:
+            raw = await self.store.get(pending)
+            if raw is None:
+                return None
+            info = orjson.loads(raw)
+            key = self.key(str(info["router"]), str(info["arm"]))
+            x = np.array(info["x"], dtype=np.float64)
+        except StateUnavailable as err:
+            log.warning("bandit feedback dropped: %s", err)
+            return None
+        except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+            log.warning("bandit feedback record for a request is corrupt; ignored")
+            return None
+        if x.shape != (self.dim,):
+            return None
+        r = reward(True, 0.0, value)
+
+        def apply(current: list[bytes | None]) -> tuple[list[Write], LinUCBArm | None]:
+            if current[0] is None:  # already consumed by a concurrent call
+                return [], None
+            updated = update(self._decode(current[1], key), x, r)
+            return [Write(pending, None), Write(key, updated.to_bytes(), self.ttl)], updated
+
+        try:
+            async with self._locks.setdefault(key, asyncio.Lock()):
+                return await self.store.transact([pending, key], apply, retries=self.retries)
+        except StateUnavailable as err:
+            log.warning("bandit feedback for %s dropped: %s", key, err)
+            return None

@@ -87,9 +87,11 @@ class Candidate:
 class StrategyContext:
     """Everything a strategy may read about the request being routed.
 
-    `score` is the difficulty the router gates on (gated_adaptive bands, the DSL's
-    `difficulty` field); `build` uses the full-transcript score, the distribution
-    the gated_adaptive thresholds were tuned on (report §6.2).
+    `features` are the full-transcript features (the bandit's context). `score` is
+    the difficulty the router gates on (gated_adaptive bands, the DSL's
+    `difficulty` field); when None it is the full-transcript score, the
+    distribution the gated_adaptive thresholds were tuned on (report §6.2).
+    `bandit_x` overrides the bandit context vector (linucb.context_vector_for).
     """
 
     request: ChatRequest
