@@ -247,3 +247,27 @@ def test_client_retries_of_one_failing_turn_do_not_double_count_strikes(
     base.append({"role": "tool", "tool_call_id": "c2", "content": "FAIL: undefined: x\nexit 2"})
     tiers = [_send(gateway, "retrying", list(base))[1] for _ in range(3)]
     assert tiers == ["base", "base", "base"]
+
+
+def test_explain_endpoint_describes_without_changing_state(gateway: ServerThread) -> None:
+    import httpx
+
+    messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, _user(EASY[0])]
+    _send(gateway, "diag", messages)  # some state exists
+    store = gateway.app.state.tiergate.store
+    before = {k: v for k, v in store._data.items()}
+    body = {"model": "orcarouter/coding", "messages": [*messages, _user(_hard_turn(7))]}
+    headers = {
+        "authorization": f"Bearer {TOKEN}",
+        "x-orcarouter-session-id": "diag",
+        "x-orcarouter-tier": "strong",
+    }
+    for _ in range(3):
+        r = httpx.post(f"{gateway.url}/v1/orcarouter/explain", json=body, headers=headers)
+        assert r.status_code == 200
+        got = r.json()
+        assert got["escalation"]["serve_tier"] == "strong"
+        assert got["x_orca_session_tier"] == "strong; reason=explicit"
+        assert got["would_serve"] == STRONG
+        assert got["scores"]["delta"] > 0.5
+    assert {k: v for k, v in store._data.items()} == before

@@ -73,6 +73,10 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
     async def messages(request: Request) -> Response:
         return await gateway.handle(ANTHROPIC, request)
 
+    async def explain(request: Request) -> Response:
+        fmt = ANTHROPIC if request.query_params.get("format") == "anthropic" else OPENAI
+        return await gateway.explain(fmt, request)
+
     async def models(request: Request) -> Response:
         try:
             gateway.authenticate(request)
@@ -149,6 +153,7 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             Route("/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
+            Route("/v1/orcarouter/explain", explain, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
         ],

@@ -27,6 +27,7 @@ from tiergate.formats.errors import FormatError
 from tiergate.gateway import dispatch
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.providers.base import Provider, UpstreamError
@@ -87,6 +88,20 @@ class Gateway:
             return self.error_response(fmt, err, headers)
         except ClientDisconnect:
             return Response(status_code=499, headers=headers)
+
+    async def explain(self, fmt: InboundFormat, request: Request) -> Response:
+        """Plan the request exactly as `handle` would, then stop: no dispatch, no commit."""
+        try:
+            workspace = self.authenticate(request)
+            body = await self.read_json(request)
+            try:
+                req = fmt.parse_request(body)
+            except FormatError as err:
+                raise GatewayError(400, err.message, "invalid_request") from None
+            plan = await self.planner.plan(req, body, request.headers, workspace, "explain")
+        except GatewayError as err:
+            return self.error_response(fmt, err, dict(err.headers or {}))
+        return Response(orjson.dumps(describe_plan(plan, req)), 200, media_type=JSON)
 
     # ---- request intake ------------------------------------------------------
 
