@@ -1,0 +1,385 @@
+"""Chat-completions requests: parse a client's body, render an upstream's body."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiergate.core.model import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolCall,
+    ToolSpec,
+)
+from tiergate.formats import (
+    dumps,
+    expect_dict,
+    expect_list,
+    expect_str,
+    opt_bool,
+    opt_dict,
+    opt_int,
+    opt_number,
+    opt_str,
+)
+from tiergate.formats.errors import FormatError
+
+_TOOL_CHOICES = frozenset({"auto", "none", "required"})
+_RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
+
+# Request fields the neutral model names; everything else lands in `extra`.
+_NAMED = frozenset(
+    {
+        "model",
+        "messages",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "stream",
+        "stream_options",
+        "max_tokens",
+        "max_completion_tokens",
+        "temperature",
+        "top_p",
+        "stop",
+        "n",
+        "response_format",
+        "metadata",
+        "user",
+        "prompt_cache_key",
+        "thinking",
+    }
+)
+
+
+# ---- inbound request ----------------------------------------------------------
+
+
+def parse_request(body: dict[str, Any]) -> ChatRequest:
+    """A client's chat-completions body as a neutral request; FormatError if malformed."""
+    body = expect_dict(body, "body")
+    model = expect_str(body.get("model"), "model")
+    n = body.get("n")
+    if n is not None and n != 1:
+        raise FormatError("only n=1 is supported", "n")
+    raw_messages = expect_list(body.get("messages"), "messages")
+    if not raw_messages:
+        raise FormatError("messages must not be empty", "messages")
+    system: list[TextPart] = []
+    messages: list[Message] = []
+    for i, raw in enumerate(raw_messages):
+        _parse_message(raw, f"messages[{i}]", system, messages)
+
+    max_tokens = opt_int(body.get("max_completion_tokens"), "max_completion_tokens", 1)
+    if max_tokens is None:
+        max_tokens = opt_int(body.get("max_tokens"), "max_tokens", 1)
+    stream = bool(opt_bool(body.get("stream"), "stream"))
+    stream_options = opt_dict(body.get("stream_options"), "stream_options") or {}
+    include = opt_bool(stream_options.get("include_usage"), "stream_options.include_usage")
+    response_format = opt_dict(body.get("response_format"), "response_format")
+    rf_type = (response_format or {}).get("type")
+    if response_format is not None and not (
+        isinstance(rf_type, str) and rf_type in _RESPONSE_FORMATS
+    ):
+        raise FormatError("type must be text, json_object or json_schema", "response_format.type")
+    tools_raw = body.get("tools")
+    tools = (
+        [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
+        if tools_raw is not None
+        else []
+    )
+    return ChatRequest(
+        model=model,
+        messages=messages,
+        system=system,
+        tools=tools,
+        tool_choice=_parse_tool_choice(body.get("tool_choice")),
+        parallel_tool_calls=opt_bool(body.get("parallel_tool_calls"), "parallel_tool_calls"),
+        stream=stream,
+        include_usage=stream and bool(include),
+        max_tokens=max_tokens,
+        temperature=opt_number(body.get("temperature"), "temperature", 0.0, 2.0),
+        top_p=opt_number(body.get("top_p"), "top_p", 0.0, 1.0),
+        stop=_parse_stop(body.get("stop")),
+        response_format=response_format,
+        metadata=opt_dict(body.get("metadata"), "metadata") or {},
+        user=opt_str(body.get("user"), "user"),
+        prompt_cache_key=opt_str(body.get("prompt_cache_key"), "prompt_cache_key"),
+        thinking=opt_dict(body.get("thinking"), "thinking"),
+        extra={k: v for k, v in body.items() if k not in _NAMED},
+        source_format="openai",
+    )
+
+
+def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Message]) -> None:
+    m = expect_dict(raw, path)
+    role = m.get("role")
+    content = m.get("content")
+    if role in ("system", "developer"):
+        # The neutral model has one system block; later system messages join it in order.
+        system.extend(p for p in _text_parts(content, f"{path}.content") if p.text)
+    elif role == "user":
+        name = opt_str(m.get("name"), f"{path}.name")
+        out.append(Message("user", _user_parts(content, f"{path}.content"), name=name))
+    elif role == "assistant":
+        out.append(_parse_assistant(m, path))
+    elif role == "tool":
+        call_id = expect_str(m.get("tool_call_id"), f"{path}.tool_call_id")
+        parts: list[Part] = list(_text_parts(content, f"{path}.content"))
+        out.append(Message("tool", parts, tool_call_id=call_id))
+    elif role == "function":
+        raise FormatError("legacy function messages are not supported; use tools", f"{path}.role")
+    else:
+        raise FormatError(f"unsupported role {role!r}", f"{path}.role")
+
+
+def _parse_assistant(m: dict[str, Any], path: str) -> Message:
+    parts: list[Part] = []
+    # DeepSeek and most OpenAI-compatible servers name it reasoning_content;
+    # OpenRouter and newer vLLM name it reasoning.
+    reasoning = m.get("reasoning_content") or m.get("reasoning")
+    if isinstance(reasoning, str) and reasoning:
+        parts.append(ThinkingPart(reasoning))
+    content = m.get("content")
+    if isinstance(content, list):
+        for j, raw in enumerate(content):
+            p = expect_dict(raw, f"{path}.content[{j}]")
+            kind = p.get("type")
+            if kind == "text":
+                parts.append(_text_part(p, f"{path}.content[{j}]"))
+            elif kind == "refusal":
+                parts.append(TextPart(expect_str(p.get("refusal"), f"{path}.content[{j}].refusal")))
+            else:
+                raise FormatError(f"unsupported content part {kind!r}", f"{path}.content[{j}].type")
+    elif content is not None:
+        parts.append(TextPart(expect_str(content, f"{path}.content")))
+    if m.get("function_call") is not None:
+        raise FormatError("function_call is not supported; use tool_calls", f"{path}.function_call")
+    calls: list[ToolCall] = []
+    raw_calls = m.get("tool_calls")
+    if raw_calls is not None:
+        for j, raw in enumerate(expect_list(raw_calls, f"{path}.tool_calls")):
+            cpath = f"{path}.tool_calls[{j}]"
+            c = expect_dict(raw, cpath)
+            fn = expect_dict(c.get("function"), f"{cpath}.function")
+            args = fn.get("arguments", "")
+            if isinstance(args, dict):  # lenient clients send the object itself
+                args = dumps(args)
+            calls.append(
+                ToolCall(
+                    id=expect_str(c.get("id"), f"{cpath}.id"),
+                    name=expect_str(fn.get("name"), f"{cpath}.function.name"),
+                    arguments=expect_str(args, f"{cpath}.function.arguments"),
+                )
+            )
+    name = opt_str(m.get("name"), f"{path}.name")
+    return Message("assistant", parts, tool_calls=calls, name=name)
+
+
+def _text_part(p: dict[str, Any], path: str) -> TextPart:
+    # cache_control on OpenAI parts is an OpenRouter/LiteLLM convention; honour it.
+    cache = opt_dict(p.get("cache_control"), f"{path}.cache_control")
+    return TextPart(expect_str(p.get("text"), f"{path}.text"), cache)
+
+
+def _text_parts(content: Any, path: str) -> list[TextPart]:
+    if content is None:
+        return []
+    if isinstance(content, str):
+        return [TextPart(content)]
+    parts = []
+    for j, raw in enumerate(expect_list(content, path)):
+        p = expect_dict(raw, f"{path}[{j}]")
+        if p.get("type") != "text":
+            raise FormatError(f"only text parts are allowed here, got {p.get('type')!r}", path)
+        parts.append(_text_part(p, f"{path}[{j}]"))
+    return parts
+
+
+def _user_parts(content: Any, path: str) -> list[Part]:
+    if isinstance(content, str):
+        return [TextPart(content)]
+    parts: list[Part] = []
+    for j, raw in enumerate(expect_list(content, path)):
+        ppath = f"{path}[{j}]"
+        p = expect_dict(raw, ppath)
+        kind = p.get("type")
+        if kind == "text":
+            parts.append(_text_part(p, ppath))
+        elif kind == "image_url":
+            spec = p.get("image_url")
+            if not isinstance(spec, str):
+                spec = expect_dict(spec, f"{ppath}.image_url").get("url")
+            url = spec
+            parts.append(_image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
+        else:
+            raise FormatError(f"unsupported content part {kind!r}", f"{ppath}.type")
+    return parts
+
+
+def _image_from_url(url: str, path: str) -> ImagePart:
+    if not url.startswith("data:"):
+        return ImagePart(url=url)
+    header, sep, data = url[5:].partition(",")
+    media_type, _, encoding = header.partition(";")
+    if not sep or encoding != "base64" or not media_type:
+        raise FormatError("image data URLs must be data:<media type>;base64,<data>", path)
+    return ImagePart(data=data, media_type=media_type)
+
+
+def _parse_tool(raw: Any, path: str) -> ToolSpec:
+    t = expect_dict(raw, path)
+    if t.get("type", "function") != "function":
+        raise FormatError(f"unsupported tool type {t.get('type')!r}", f"{path}.type")
+    fn = expect_dict(t.get("function"), f"{path}.function")
+    return ToolSpec(
+        name=expect_str(fn.get("name"), f"{path}.function.name"),
+        description=opt_str(fn.get("description"), f"{path}.function.description") or "",
+        parameters=opt_dict(fn.get("parameters"), f"{path}.function.parameters") or {},
+        cache_control=opt_dict(t.get("cache_control"), f"{path}.cache_control"),
+        strict=opt_bool(fn.get("strict"), f"{path}.function.strict"),
+    )
+
+
+def _parse_tool_choice(raw: Any) -> str | dict[str, Any] | None:
+    if raw is None:
+        return None
+    if isinstance(raw, str):
+        if raw not in _TOOL_CHOICES:
+            raise FormatError("must be auto, none, required or a function", "tool_choice")
+        return raw
+    choice = expect_dict(raw, "tool_choice")
+    fn = expect_dict(choice.get("function"), "tool_choice.function")
+    return {"type": "tool", "name": expect_str(fn.get("name"), "tool_choice.function.name")}
+
+
+def _parse_stop(raw: Any) -> list[str]:
+    if raw is None:
+        return []
+    if isinstance(raw, str):
+        return [raw]
+    return [expect_str(s, f"stop[{i}]") for i, s in enumerate(expect_list(raw, "stop"))]
+
+
+# ---- upstream request ---------------------------------------------------------
+
+
+def render_request(
+    req: ChatRequest, upstream_model: str, *, deepseek: bool = False
+) -> dict[str, Any]:
+    """The chat-completions body for an OpenAI-dialect upstream."""
+    messages: list[dict[str, Any]] = [
+        {"role": "system", "content": p.text} for p in req.system if p.text
+    ]
+    messages.extend(_render_message(m, deepseek) for m in req.messages)
+    body: dict[str, Any] = {"model": upstream_model, "messages": messages}
+    if req.tools:
+        body["tools"] = [_render_tool(t, deepseek) for t in req.tools]
+        if req.tool_choice is not None:
+            body["tool_choice"] = _render_tool_choice(req.tool_choice)
+        if req.parallel_tool_calls is not None and not deepseek:
+            body["parallel_tool_calls"] = req.parallel_tool_calls
+    if req.stream:
+        body["stream"] = True
+        # Always: usage is how the gateway bills and scores a streamed answer.
+        body["stream_options"] = {"include_usage": True}
+    if req.max_tokens is not None:
+        body["max_tokens" if deepseek else "max_completion_tokens"] = req.max_tokens
+    if req.temperature is not None:
+        body["temperature"] = req.temperature
+    if req.top_p is not None:
+        body["top_p"] = req.top_p
+    if req.stop:
+        body["stop"] = req.stop[:4]  # OpenAI accepts at most four
+    if req.response_format is not None:
+        rf = req.response_format
+        if deepseek and rf.get("type") == "json_schema":
+            rf = {"type": "json_object"}
+        body["response_format"] = rf
+    if deepseek:
+        if req.thinking is not None and req.thinking.get("type") in ("enabled", "disabled"):
+            body["thinking"] = {"type": req.thinking["type"]}
+    else:
+        if req.user is not None:
+            body["user"] = req.user
+        if req.prompt_cache_key is not None:
+            body["prompt_cache_key"] = req.prompt_cache_key
+    if req.source_format == "openai":
+        for key, value in req.extra.items():
+            body.setdefault(key, value)
+        # OpenAI stores metadata only with store=true and rejects it otherwise.
+        if req.metadata and req.extra.get("store") is True:
+            body["metadata"] = req.metadata
+    return body
+
+
+def _render_message(m: Message, deepseek: bool) -> dict[str, Any]:
+    if m.role == "tool":
+        # Tool results carry text only: images in them are dropped (see docs).
+        texts = [p.text for p in m.content if isinstance(p, TextPart) and p.text]
+        content: str | list[dict[str, str]] = (
+            texts[0] if len(texts) == 1 else [{"type": "text", "text": t} for t in texts] or ""
+        )
+        return {"role": "tool", "tool_call_id": m.tool_call_id or "", "content": content}
+    if m.role == "assistant":
+        text = "".join(p.text for p in m.content if isinstance(p, TextPart))
+        out: dict[str, Any] = {"role": "assistant", "content": text or None}
+        if m.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in m.tool_calls
+            ]
+        elif not text:
+            out["content"] = ""
+        if deepseek:
+            reasoning = "".join(
+                p.text for p in m.content if isinstance(p, ThinkingPart) and not p.redacted
+            )
+            if reasoning:
+                out["reasoning_content"] = reasoning
+        if m.name:
+            out["name"] = m.name
+        return out
+    parts = [p for p in m.content if isinstance(p, TextPart | ImagePart)]
+    if deepseek:
+        parts = [p for p in parts if isinstance(p, TextPart)]
+    user: dict[str, Any] = {"role": "user"}
+    if not parts:
+        user["content"] = ""
+    elif len(parts) == 1 and isinstance(parts[0], TextPart):
+        user["content"] = parts[0].text
+    else:
+        user["content"] = [_render_user_part(p) for p in parts]
+    if m.name:
+        user["name"] = m.name
+    return user
+
+
+def _render_user_part(p: TextPart | ImagePart) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"type": "text", "text": p.text}
+    url = p.url if p.url is not None else f"data:{p.media_type or 'image/png'};base64,{p.data}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _render_tool(t: ToolSpec, deepseek: bool) -> dict[str, Any]:
+    fn: dict[str, Any] = {"name": t.name}
+    if t.description:
+        fn["description"] = t.description
+    fn["parameters"] = t.parameters or {"type": "object", "properties": {}}
+    if t.strict is not None and not deepseek:
+        fn["strict"] = t.strict
+    return {"type": "function", "function": fn}
+
+
+def _render_tool_choice(choice: str | dict[str, Any]) -> str | dict[str, Any]:
+    if isinstance(choice, str):
+        return choice
+    return {"type": "function", "function": {"name": choice["name"]}}
