@@ -236,6 +236,39 @@ def test_stats_bill_the_anthropic_categories(sim: ServerThread) -> None:
         (
             {
                 "max_tokens": 5,
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {
+                        "role": "assistant",
+                        "content": [
+                            {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {}}
+                        ],
+                    },
+                    {
+                        "role": "user",
+                        "content": [
+                            {"type": "text", "text": "first"},
+                            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "ok"},
+                        ],
+                    },
+                ],
+            },
+            "at the beginning",
+        ),
+        (
+            {
+                "max_tokens": 5,
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": [{"type": "text", "text": ""}]},
+                    {"role": "user", "content": "y"},
+                ],
+            },
+            "non-empty",
+        ),
+        (
+            {
+                "max_tokens": 5,
                 "system": [
                     {"type": "text", "text": str(i), "cache_control": {"type": "ephemeral"}}
                     for i in range(5)

@@ -234,6 +234,7 @@ def test_missing_key_is_401_in_openai_format(sim: ServerThread) -> None:
     [
         ([], "empty array"),
         ([{"role": "robot", "content": "x"}], "Supported values"),
+        ([{"role": "user", "content": "x"}, {"role": "assistant", "content": None}], "null"),
         ([{"role": "tool", "tool_call_id": "nope", "content": "x"}], "must be a response"),
         (
             [

@@ -307,7 +307,7 @@ def _add_system(blocks: list[PromptBlock], system: Any) -> None:
 
 
 def _add_messages(blocks: list[PromptBlock], messages: list[Any]) -> None:
-    """Append each message's blocks, checking every tool_use is answered next turn."""
+    """Append each message's blocks, validating them as the Messages API does."""
     open_ids: list[str] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
@@ -320,35 +320,51 @@ def _add_messages(blocks: list[PromptBlock], messages: list[Any]) -> None:
             )
         content = message.get("content")
         parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
-        if not isinstance(parts, list):
-            raise _bad(f"messages.{i}.content: Input should be a valid string or list")
-        results = [
-            p.get("tool_use_id")
-            for p in parts
-            if isinstance(p, dict) and p.get("type") == "tool_result"
-        ]
-        for j, result_id in enumerate(results):
-            if result_id not in open_ids:
-                raise _bad(
-                    f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
-                    f"blocks: {result_id}. Each `tool_result` block must have a corresponding "
-                    "`tool_use` block in the previous message."
-                )
-        missing = [x for x in open_ids if x not in results]
-        if missing:
-            raise _bad(
-                f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
-                f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
-                "corresponding `tool_result` block in the next message."
-            )
+        if not isinstance(parts, list) or not all(isinstance(p, dict) for p in parts):
+            raise _bad(f"messages.{i}.content: Input should be a valid string or list of blocks")
+        final_assistant = role == "assistant" and i == len(messages) - 1
+        _check_content(i, parts, open_ids, final_assistant)
         open_ids = []
         blocks.append(PromptBlock(f"<|{role}|>\n", marker=True))
         for part in parts:
-            if not isinstance(part, dict):
-                raise _bad(f"messages.{i}.content: Input should be a valid dictionary")
             blocks.append(_content_block(part))
             if role == "assistant" and part.get("type") == "tool_use":
                 open_ids.append(str(part.get("id")))
+
+
+def _check_content(
+    i: int, parts: list[dict[str, Any]], open_ids: list[str], final_assistant: bool
+) -> None:
+    """The API's rules a gateway's format conversion most often breaks."""
+    if not final_assistant and (not parts or parts == [{"type": "text", "text": ""}]):
+        raise _bad(
+            f"messages.{i}: all messages must have non-empty content except for the optional "
+            "final assistant message"
+        )
+    if any(p.get("type") == "text" and not p.get("text") for p in parts) and not final_assistant:
+        raise _bad("messages: text content blocks must be non-empty")
+    results = [p.get("tool_use_id") for p in parts if p.get("type") == "tool_result"]
+    for j, result_id in enumerate(results):
+        if result_id not in open_ids:
+            raise _bad(
+                f"messages.{i}.content.{j}: unexpected `tool_use_id` found in `tool_result` "
+                f"blocks: {result_id}. Each `tool_result` block must have a corresponding "
+                "`tool_use` block in the previous message."
+            )
+    missing = [x for x in open_ids if x not in results]
+    if missing:
+        raise _bad(
+            f"messages.{i}: `tool_use` ids were found without `tool_result` blocks "
+            f"immediately after: {', '.join(missing)}. Each `tool_use` block must have a "
+            "corresponding `tool_result` block in the next message."
+        )
+    leading = next((k for k, p in enumerate(parts) if p.get("type") != "tool_result"), len(parts))
+    if leading < len(open_ids):
+        raise _bad(
+            f"messages.{i}: Did not find {len(open_ids)} `tool_result` block(s) at the beginning "
+            "of this message. Messages following `tool_use` blocks must begin with a matching "
+            "number of `tool_result` blocks."
+        )
 
 
 def _content_block(part: dict[str, Any]) -> PromptBlock:

@@ -301,6 +301,13 @@ def _add_messages(blocks: list[PromptBlock], messages: list[Any]) -> None:
             pending.remove(call_id)
         elif pending and role != "function":
             raise _unanswered(pending, i)
+        if message.get("content") is None and not (
+            role == "assistant" and (message.get("tool_calls") or message.get("function_call"))
+        ):
+            raise _bad(
+                "Invalid value for 'content': expected a string, got null.",
+                f"messages.[{i}].content",
+            )
         blocks.append(PromptBlock(f"<|{role}|>\n", marker=True))
         _add_content(blocks, message.get("content"), i)
         if role == "assistant":
