@@ -155,6 +155,25 @@ def open_stream(sim: ServerThread, fmt: str) -> Any:
     )
 
 
+@pytest.mark.parametrize("fmt", ["openai", "anthropic", "gemini"])
+def test_stream_error_ends_the_stream_with_the_providers_error_event(
+    sim: ServerThread, fmt: str
+) -> None:
+    arm(sim, kind="stream_error", status=529 if fmt == "anthropic" else 503, after_chunks=2)
+    with open_stream(sim, fmt) as r:
+        assert r.status_code == 200
+        text = r.read().decode()
+    datas = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data:")]
+    assert len(datas) == 3
+    error = json.loads(datas[-1])["error"]
+    if fmt == "anthropic":
+        assert "event: error" in text and error["type"] == "overloaded_error"
+    else:
+        assert error["message"]
+    arm(sim, kind="stream_error", status=503)
+    assert post(sim, fmt).status_code == 503  # not streaming: a plain error status
+
+
 def test_disconnect_breaks_the_sdk_stream(sim: ServerThread) -> None:
     arm(sim, kind="disconnect", after_chunks=2)
     client = openai.OpenAI(base_url=f"{sim.url}/v1", api_key="k", max_retries=0)

@@ -248,6 +248,9 @@ class AnthropicWire:
             b'data: {"type": "content_block_delta", "index": 0, "delta": {"type": "text_\n\n'
         )
 
+    def stream_error(self, call: SimCall, status: int, message: str) -> list[bytes]:
+        return [b"event: error\ndata: " + self.error(status, message) + b"\n\n"]
+
     def stream_media_type(self, call: SimCall) -> str:
         return "text/event-stream; charset=utf-8"
 

@@ -8,7 +8,10 @@ the next `count` of them (null = every one until `DELETE /_sim/faults`):
 - timeout:     stall far longer than any client timeout, then answer normally;
 - disconnect:  send `after_chunks` events (or half the body when not
                streaming), then drop the connection without a terminator;
-- malformed:   200 with a body that is not JSON, or a broken SSE data line.
+- malformed:   200 with a body that is not JSON, or a broken SSE data line;
+- stream_error: a stream sends `after_chunks` events, then the provider's
+               in-stream error event (Anthropic `event: error`, e.g. 529
+               overloaded_error) and ends; a non-streaming request gets `status`.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-FaultKind = Literal["status", "timeout", "disconnect", "malformed"]
-KINDS: tuple[FaultKind, ...] = ("status", "timeout", "disconnect", "malformed")
+FaultKind = Literal["status", "timeout", "disconnect", "malformed", "stream_error"]
+KINDS: tuple[FaultKind, ...] = ("status", "timeout", "disconnect", "malformed", "stream_error")
 _RETRY_STATUSES = (429, 503, 529)
 
 

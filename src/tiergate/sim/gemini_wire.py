@@ -168,6 +168,11 @@ class GeminiWire:
     def broken_event(self) -> bytes:
         return b'data: {"candidates": [{"content": {"parts": [{"text": \r\n\r\n'
 
+    def stream_error(self, call: SimCall, status: int, message: str) -> list[bytes]:
+        if call.extra.get("sse"):
+            return [b"data: " + self.error(status, message) + b"\r\n\r\n"]
+        return [b",\r\n" + self.error(status, message), b"]"]
+
     def stream_media_type(self, call: SimCall) -> str:
         return "text/event-stream" if call.extra.get("sse") else "application/json; charset=UTF-8"
 

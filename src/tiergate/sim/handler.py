@@ -93,7 +93,7 @@ async def serve(
     fault = state.faults.take(call.provider, api_key, call.model)
     if fault is not None:
         state.stats.record_fault(call.provider, api_key, call.model)
-        if fault.kind == "status":
+        if fault.kind == "status" or (fault.kind == "stream_error" and not call.stream):
             return _status_fault(wire, fault)
         if fault.kind == "timeout" and await wait_for_disconnect(
             request.receive, settings.timeout_fault_seconds
@@ -128,12 +128,18 @@ async def serve(
     kind = fault.kind if fault is not None else None
 
     if call.stream:
-        events = wire.stream(call, reply, usage, ctx, settings.stream_chunk_tokens)
+        cut_after: int | None = None
+        tail: list[bytes] | None = None
+        if fault is not None and fault.kind in ("disconnect", "stream_error"):
+            cut_after = fault.after_chunks
+            if fault.kind == "stream_error":
+                tail = wire.stream_error(call, fault.status, _fault_message(fault))
         return EventStreamResponse(
-            events,
+            wire.stream(call, reply, usage, ctx, settings.stream_chunk_tokens),
             media_type=wire.stream_media_type(call),
             tokens_per_second=settings.tokens_per_second,
-            abort_after=fault.after_chunks if fault is not None and kind == "disconnect" else None,
+            cut_after=cut_after,
+            tail=tail,
             broken=wire.broken_event() if kind == "malformed" else None,
             headers=headers,
         )
@@ -151,7 +157,10 @@ def _status_fault(wire: Wire, fault: FaultRule) -> Response:
     headers = {}
     if fault.retry_after is not None:
         headers["retry-after"] = f"{fault.retry_after:g}"
-    message = fault.message or FAULT_MESSAGES.get(
+    return error_response(wire, fault.status, _fault_message(fault), headers=headers)
+
+
+def _fault_message(fault: FaultRule) -> str:
+    return fault.message or FAULT_MESSAGES.get(
         fault.status, f"Simulated upstream error {fault.status}."
     )
-    return error_response(wire, fault.status, message, headers=headers)

@@ -233,6 +233,9 @@ class OpenAIWire:
             b'data: {"id": "chatcmpl-broken", "object": "chat.completion.chunk", "choices": [{\n\n'
         )
 
+    def stream_error(self, call: SimCall, status: int, message: str) -> list[bytes]:
+        return [b"data: " + self.error(status, message) + b"\n\n"]
+
     def stream_media_type(self, call: SimCall) -> str:
         return "text/event-stream; charset=utf-8"
 

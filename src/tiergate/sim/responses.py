@@ -23,7 +23,8 @@ logger = logging.getLogger(__name__)
 class EventStreamResponse(Response):
     """Server-sent events, paced at `tokens_per_second` of output.
 
-    `abort_after`: drop the connection after that many events.
+    `cut_after`: stop after that many events; then send `tail` and end the
+    stream cleanly, or, without a tail, drop the connection.
     `broken`: an undecodable event sent right after the first one.
     """
 
@@ -33,7 +34,8 @@ class EventStreamResponse(Response):
         *,
         media_type: str,
         tokens_per_second: float = 0.0,
-        abort_after: int | None = None,
+        cut_after: int | None = None,
+        tail: list[bytes] | None = None,
         broken: bytes | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
@@ -43,7 +45,8 @@ class EventStreamResponse(Response):
         self.init_headers(headers)
         self.events = events
         self.tokens_per_second = tokens_per_second
-        self.abort_after = abort_after
+        self.cut_after = cut_after
+        self.tail = tail
         self.broken = broken
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -53,8 +56,12 @@ class EventStreamResponse(Response):
         produced = 0
         try:
             for index, (data, tokens) in enumerate(self.events):
-                if self.abort_after is not None and index >= self.abort_after:
-                    return  # no final body message: the connection is dropped
+                if self.cut_after is not None and index >= self.cut_after:
+                    if self.tail is None:
+                        return  # no final body message: the connection is dropped
+                    for data in self.tail:
+                        await send({"type": "http.response.body", "body": data, "more_body": True})
+                    break
                 if self.tokens_per_second > 0 and tokens:
                     produced += tokens
                     delay = started + produced / self.tokens_per_second - loop.time()

@@ -62,6 +62,10 @@ class Wire(Protocol):
         """An SSE event whose data is not valid JSON (the "malformed" fault)."""
         ...
 
+    def stream_error(self, call: SimCall, status: int, message: str) -> list[bytes]:
+        """What ends a stream that fails after it started (the "stream_error" fault)."""
+        ...
+
     def stream_media_type(self, call: SimCall) -> str: ...
 
 
