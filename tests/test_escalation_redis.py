@@ -45,9 +45,18 @@ class CountingRedisStore(RedisStore):
 
 @pytest.fixture
 async def racers(redis_store: RedisStore, redis_url: str) -> AsyncIterator[list[RedisStore]]:
-    """RACERS stores on separate connection pools, sharing the test's key prefix."""
+    """RACERS stores on separate connection pools, sharing the test's key prefix.
+
+    Generous timeouts: a burst of new connections on a busy CI box must not turn
+    into StateUnavailable, which would test the timeouts rather than the races.
+    """
     CountingRedisStore.runs = 0
-    stores = [CountingRedisStore(redis_url, key_prefix=redis_store.prefix) for _ in range(RACERS)]
+    stores = [
+        CountingRedisStore(
+            redis_url, key_prefix=redis_store.prefix, connect_timeout=5.0, socket_timeout=5.0
+        )
+        for _ in range(RACERS)
+    ]
     yield stores
     await asyncio.gather(*(s.close() for s in stores))
 
@@ -157,7 +166,8 @@ async def test_share_counters_count_every_concurrent_request(
     d = SessionDriver(redis_store, router())
     d.scope = None
     decisions = await resolve_many(d, 50)
-    await commit_all(racers, decisions, d.now)
+    results = await commit_all(racers, decisions, d.now)
+    assert all(r.committed for r in results), [r.error for r in results if not r.committed]
     assert await redis_store.get("esc:share:coding:20260101:req") == b"50"
     assert await redis_store.get("esc:share:coding:20260101:spend") == b"0.5"
 

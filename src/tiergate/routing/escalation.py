@@ -520,8 +520,8 @@ async def commit_escalation(
             if traffic.score is not None:
                 counting.append(record_score(store, decision.router_name, traffic.score, now))
             await asyncio.gather(*counting)
-    except StateUnavailable:
-        logger.warning("escalation commit skipped: state unavailable (%s)", decision.router_name)
+    except StateUnavailable as err:
+        logger.warning("escalation commit skipped (router %s): %s", decision.router_name, err)
         return CommitResult(committed=False, error="state_unavailable")
     events = _final_events(decision, report)
     for ev in events:
