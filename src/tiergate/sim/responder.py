@@ -36,83 +36,16 @@ from tiergate.sim.prompt import SimCall, ToolDef
 
 Finish = Literal["stop", "length", "tool_calls"]
 
-VOCABULARY = (
-    "the",
-    "a",
-    "model",
-    "route",
-    "cache",
-    "session",
-    "tier",
-    "agent",
-    "token",
-    "prompt",
-    "reply",
-    "answer",
-    "test",
-    "file",
-    "change",
-    "result",
-    "value",
-    "state",
-    "check",
-    "pin",
-    "key",
-    "turn",
-    "cost",
-    "price",
-    "read",
-    "write",
-    "build",
-    "run",
-    "deploy",
-    "query",
-    "review",
-    "plan",
-    "step",
-    "task",
-    "code",
-    "patch",
-    "branch",
-    "merge",
-    "lint",
-    "type",
-    "field",
-    "record",
-    "signal",
-    "budget",
-    "window",
-    "limit",
-    "share",
-    "cap",
-    "strong",
-    "base",
-    "fast",
-    "clear",
-    "simple",
-    "steady",
-    "quiet",
-    "bright",
-    "useful",
-    "careful",
-    "small",
-    "large",
-    "next",
-    "first",
-    "final",
-    "every",
-    "other",
-    "works",
-    "holds",
-    "keeps",
-    "moves",
-    "finds",
-    "shows",
-    "needs",
-    "makes",
-    "gives",
-    "takes",
-)
+_WORDS = """
+the a model route cache session tier agent token prompt reply answer test file
+change result value state check pin key turn cost price read write build run
+deploy query review plan step task code patch branch merge lint type field
+record signal budget window limit share cap strong base fast clear simple
+steady quiet bright useful careful small large next first final every other
+works holds keeps moves finds shows needs makes gives takes
+"""
+# One token each, with or without a leading space: at most 7 ASCII letters.
+VOCABULARY = tuple(_WORDS.split())
 
 THINKING_TOKENS = 24
 _DIRECTIVE_RE = re.compile(r"\[\[sim:([a-z_]+)(?:=(\d+))?\]\]")
