@@ -20,6 +20,7 @@ from tiergate.config import GatewayConfig
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI
+from tiergate.gateway.lanes import LaneGlue, make_session_tiers
 from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
 from tiergate.providers.adapters import make_providers
@@ -57,6 +58,7 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
     recorder = Recorder(engine, spool_path)
     store = make_store(cfg.state)
+    tiers = make_session_tiers(cfg)
     gateway = Gateway(
         cfg,
         TokenTable(cfg.workspaces),
@@ -64,6 +66,7 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
         make_providers(http),
         Planner(cfg, distributor, store, recorder),
         recorder,
+        LaneGlue(tiers, distributor),
     )
     state = AppState(cfg, gateway, http, recorder, store)
 
@@ -144,6 +147,8 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             await recorder.close()
             await http.close()
             await store.close()
+            if tiers.store is not None:
+                await tiers.store.close()
             if engine is not None:
                 await engine.dispose()
 

@@ -162,8 +162,11 @@ class RouterConfig(_Strict):
 
 
 class SessionTiersConfig(_Strict):
-    mode: Literal["off", "sticky"] = "off"
-    ttl_seconds: int = Field(1800, ge=1, le=86400)
+    """Raw mode/TTL on purpose: a malformed value disables the feature with one
+    warning (tiergate.lanes.settings), exactly as a malformed environment value."""
+
+    mode: str | None = None  # off | sticky; env SESSION_TIER_MODE wins
+    ttl_seconds: int | str | None = None  # 1-86400; env SESSION_TIER_TTL_SECONDS wins
     backend: Literal["memory", "sqlite", "redis"] = "memory"
     sqlite_path: str = "tiergate-session-tiers.db"
 

@@ -12,9 +12,9 @@ from typing import Any, Protocol
 
 import orjson
 
+import tiergate.formats.anthropic as anthropic_fmt
+import tiergate.formats.openai as openai_fmt
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
-from tiergate.formats import anthropic as anthropic_fmt
-from tiergate.formats import openai as openai_fmt
 from tiergate.formats.errors import anthropic_error_body, openai_error_body
 from tiergate.formats.sse import encode_sse
 

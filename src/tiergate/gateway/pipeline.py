@@ -29,7 +29,9 @@ from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
+from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
+from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor, Target
@@ -50,6 +52,7 @@ class Gateway:
         providers: dict[str, Provider],
         planner: Planner,
         recorder: Recorder,
+        lanes: LaneGlue,
     ) -> None:
         self.cfg = cfg
         self.tokens = tokens
@@ -57,6 +60,7 @@ class Gateway:
         self.providers = providers
         self.planner = planner
         self.recorder = recorder
+        self.lanes = lanes
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -69,23 +73,41 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             body = await self.read_json(request)
+            body, turn = self.lanes.extract(body)
             try:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
-            plan = await self.planner.plan(req, body, request.headers, workspace, request_id)
+            plan = await self.planner.plan(
+                req, body, request.headers, workspace, request_id, lane_turn=turn is not None
+            )
             plan.extras["request_id"] = request_id
             if plan.router is not None:
                 headers["x-orca-router"] = plan.router.name
             if plan.tier_header is not None:
                 headers["x-orca-session-tier"] = plan.tier_header
             ctx = _Ctx(fmt, request, request_id, started, workspace, req, plan, headers)
-            if req.stream:
-                return await self._stream(ctx)
-            return await self._complete(ctx)
+            if turn is not None:
+                ctx.lane = await self.lanes.prepare(workspace, turn, req, plan)
+            try:
+                if req.stream:
+                    return await self._stream(ctx)
+                return await self._complete(ctx)
+            finally:
+                if ctx.lane is not None and not ctx.lane_handed_off:
+                    # any exit that did not finalize the lane (disconnect, error) releases it
+                    self._spawn(
+                        self.lanes.finalize(
+                            ctx.lane, served_model=None, response=None, tool_call_ids=None
+                        )
+                    )
         except GatewayError as err:
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
+        except FormatError as err:  # the request cannot be expressed in the upstream's format
+            return self.error_response(
+                fmt, GatewayError(400, err.message, "invalid_request"), headers
+            )
         except ClientDisconnect:
             return Response(status_code=499, headers=headers)
 
@@ -150,6 +172,14 @@ class Gateway:
             return self._upstream_failed(ctx, err)
         cost = self._finish(ctx, served.target, resp, served.attempts, 200, stream=False)
         await self._commit(ctx.plan, Outcome(True, served.target, resp, cost, served.fallback))
+        if ctx.lane is not None:
+            ctx.lane_handed_off = True
+            await self.lanes.finalize(
+                ctx.lane,
+                served_model=served.target.model,
+                response=resp,
+                tool_call_ids=tuple(tc.id for tc in resp.tool_calls),
+            )
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
             ctx.headers["x-orca-cost"] = f"{cost:.8f}"
@@ -172,6 +202,7 @@ class Gateway:
             return self._upstream_failed(ctx, err)
         ctx.headers["x-orca-resolved-model"] = served.target.model
         ctx.headers["cache-control"] = "no-cache"
+        ctx.lane_handed_off = True  # the relay finalizes the lane when the stream ends
         return StreamingResponse(
             self._relay(ctx, first, rest, served),
             status_code=200,
@@ -189,12 +220,17 @@ class Gateway:
         """Render upstream events in the client's dialect, byte for byte as they come."""
         renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
         acc = StreamAccumulator()
+        observer = ToolCallObserver() if ctx.lane is not None else None
         status = 200
         try:
             acc.add(first)
+            if observer is not None:
+                observer.feed(first)
             yield renderer.render(first)
             async for ev in rest:
                 acc.add(ev)
+                if observer is not None:
+                    observer.feed(ev)  # observes only: the bytes sent are unchanged
                 yield renderer.render(ev)
             if not acc.finished:
                 status = 502
@@ -211,6 +247,15 @@ class Gateway:
             cost = self._finish(ctx, served.target, resp, served.attempts, status, stream=True)
             outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
             self._spawn(self._commit(ctx.plan, outcome))
+            if ctx.lane is not None:
+                self._spawn(
+                    self.lanes.finalize(
+                        ctx.lane,
+                        served_model=served.target.model,
+                        response=resp if status == 200 else None,
+                        tool_call_ids=observer.result() if observer is not None else None,
+                    )
+                )
         if _wants_cost(ctx.request):
             yield f": x-orca-cost={cost:.8f}\n\n".encode()
 
@@ -339,7 +384,18 @@ class Gateway:
 class _Ctx:
     """Per-request values threaded through the pipeline."""
 
-    __slots__ = ("fmt", "headers", "plan", "req", "request", "request_id", "started", "workspace")
+    __slots__ = (
+        "fmt",
+        "headers",
+        "lane",
+        "lane_handed_off",
+        "plan",
+        "req",
+        "request",
+        "request_id",
+        "started",
+        "workspace",
+    )
 
     def __init__(
         self,
@@ -360,6 +416,8 @@ class _Ctx:
         self.req = req
         self.plan = plan
         self.headers = headers
+        self.lane: PreparedTurn | None = None
+        self.lane_handed_off = False
 
 
 def _wants_cost(request: Request) -> bool:

@@ -107,7 +107,11 @@ class Planner:
         headers: Mapping[str, str],
         workspace: Workspace,
         request_id: str = "",
+        *,
+        lane_turn: bool = False,
     ) -> RoutePlan:
+        """`lane_turn`: an opted-in session-tier turn; its approval, not escalation,
+        decides the model, so the tier engine is skipped."""
         session = resolve_session_id(headers, body)
         scope = session_scope(workspace.id, session) if session is not None else None
         name = router_name(req.model)
@@ -116,7 +120,9 @@ class Planner:
         router = self.routers.get(name)
         if router is None:
             raise GatewayError(404, f"The router '{name}' does not exist", "model_not_found")
-        return await self._plan_router(req, headers, workspace, request_id, router, session, scope)
+        return await self._plan_router(
+            req, headers, workspace, request_id, router, session, scope, lane_turn
+        )
 
     async def _plan_concrete(
         self, req: ChatRequest, session: SessionId | None, scope: str | None
@@ -144,6 +150,7 @@ class Planner:
         router: RouterConfig,
         session: SessionId | None,
         scope: str | None,
+        lane_turn: bool = False,
     ) -> RoutePlan:
         live: dict[str, ModelConfig] = {
             n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
@@ -160,7 +167,7 @@ class Planner:
         )
         pools = self.tier_pools[router.name]
 
-        if escalation.escalation_applies(router) and scope is not None:
+        if escalation.escalation_applies(router) and scope is not None and not lane_turn:
             decision = await self._decide_tier(
                 req, headers, workspace, request_id, router, scope, candidates, pools
             )

@@ -8,14 +8,15 @@ reply (or the SSE stream) back into neutral objects.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+import tiergate.formats.anthropic as anthropic_fmt
+import tiergate.formats.gemini as gemini_fmt
+import tiergate.formats.openai as openai_fmt
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
-from tiergate.formats import anthropic as anthropic_fmt
-from tiergate.formats import gemini as gemini_fmt
-from tiergate.formats import openai as openai_fmt
-from tiergate.formats.sse import SSEDecoder
+from tiergate.formats.errors import UpstreamStreamError
+from tiergate.formats.sse import SSEDecoder, SSEMessage
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.providers.http import UpstreamHTTP
 from tiergate.routing.distributor import Target
@@ -25,6 +26,38 @@ ANTHROPIC_VERSION = "2023-06-01"
 
 def _malformed(err: Exception) -> UpstreamError:
     return UpstreamError("malformed", 200, f"upstream reply not understood ({type(err).__name__})")
+
+
+async def _sse_events(
+    chunks: AsyncIterator[bytes],
+    feed: Callable[[SSEMessage], list[StreamEvent]],
+    finish: Callable[[], list[StreamEvent]],
+) -> AsyncIterator[StreamEvent]:
+    """Decode an SSE body and run each message through a codec's stream parser.
+
+    An error event inside the stream becomes a 'stream_cut' (never retried once
+    bytes reached the client); anything unparseable is a malformed upstream.
+    """
+    decoder = SSEDecoder()
+
+    def parse(messages: list[SSEMessage]) -> list[StreamEvent]:
+        out: list[StreamEvent] = []
+        try:
+            for msg in messages:
+                out.extend(feed(msg))
+        except UpstreamStreamError as err:
+            raise UpstreamError("stream_cut", 200, str(err)[:200]) from None
+        except Exception as err:  # noqa: BLE001 - any parse failure is a malformed upstream
+            raise _malformed(err) from None
+        return out
+
+    async for chunk in chunks:
+        for ev in parse(decoder.feed(chunk)):
+            yield ev
+    for ev in parse(decoder.finish()):
+        yield ev
+    for ev in finish():
+        yield ev
 
 
 class OpenAIProvider:
@@ -52,16 +85,8 @@ class OpenAIProvider:
     async def stream(self, req: ChatRequest, target: Target) -> AsyncIterator[StreamEvent]:
         url, body, headers = self._call(req, target)
         chunks = await self.http.post_stream(url, body, headers)
-        decoder, parser = SSEDecoder(), openai_fmt.StreamParser()
-        async for chunk in chunks:
-            for msg in decoder.feed(chunk):
-                try:
-                    events = parser.feed(msg.data)
-                except Exception as err:  # noqa: BLE001
-                    raise _malformed(err) from None
-                for ev in events:
-                    yield ev
-        for ev in parser.finish():
+        parser = openai_fmt.StreamParser()
+        async for ev in _sse_events(chunks, lambda m: parser.feed(m.data), parser.finish):
             yield ev
 
 
@@ -92,18 +117,9 @@ class AnthropicProvider:
     async def stream(self, req: ChatRequest, target: Target) -> AsyncIterator[StreamEvent]:
         url, body, headers = self._call(req, target)
         chunks = await self.http.post_stream(url, body, headers)
-        decoder, parser = SSEDecoder(), anthropic_fmt.StreamParser()
-        async for chunk in chunks:
-            for msg in decoder.feed(chunk):
-                try:
-                    events = parser.feed(msg.event, msg.data)
-                except anthropic_fmt.UpstreamStreamError as err:
-                    raise UpstreamError("stream_cut", 200, str(err)[:200]) from None
-                except Exception as err:  # noqa: BLE001
-                    raise _malformed(err) from None
-                for ev in events:
-                    yield ev
-        for ev in parser.finish():
+        parser = anthropic_fmt.StreamParser()
+        feed = lambda m: parser.feed(m.event, m.data)  # noqa: E731
+        async for ev in _sse_events(chunks, feed, parser.finish):
             yield ev
 
 
@@ -133,16 +149,8 @@ class GeminiProvider:
     async def stream(self, req: ChatRequest, target: Target) -> AsyncIterator[StreamEvent]:
         url, body, headers = self._call(req, target, stream=True)
         chunks = await self.http.post_stream(url, body, headers)
-        decoder, parser = SSEDecoder(), gemini_fmt.StreamParser(target.upstream_model)
-        async for chunk in chunks:
-            for msg in decoder.feed(chunk):
-                try:
-                    events = parser.feed(msg.data)
-                except Exception as err:  # noqa: BLE001
-                    raise _malformed(err) from None
-                for ev in events:
-                    yield ev
-        for ev in parser.finish():
+        parser = gemini_fmt.StreamParser(target.upstream_model)
+        async for ev in _sse_events(chunks, lambda m: parser.feed(m.data), parser.finish):
             yield ev
 
 
