@@ -118,7 +118,7 @@ class EscalationConfig(_Strict):
     mode: Literal["off", "manual", "auto"] = "off"
     pool: list[str] = Field(default_factory=list)
     rollout_percent: float = Field(100.0, ge=0, le=100)
-    delta_t2: float | None = Field(None, ge=0, le=1)
+    delta_t2: float | None = Field(0.55, ge=0, le=1)  # explicit null = thresholds.t2
     percentile: float | None = Field(None, gt=0, lt=100)
     percentile_warmup: int = Field(200, ge=1)
     max_per_session: int = Field(1, ge=0)
@@ -278,9 +278,24 @@ def semantic_problems(cfg: GatewayConfig) -> list[str]:
             problems.append(f"{where}: gated_adaptive needs weak_pool, mid_pool or strong_pool")
         if r.strategy == "dsl" and not r.rules:
             problems.append(f"{where}.rules: the dsl strategy needs at least one rule")
+        problems.extend(_router_problems(r, sorted(models), where))
     wnames = [w.name for w in cfg.workspaces]
     if len(set(wnames)) != len(wnames):
         problems.append("workspaces: duplicate workspace name")
+    return problems
+
+
+def _router_problems(router: RouterConfig, exposed: list[str], where: str) -> list[str]:
+    """Tier pools that resolve to nothing, and DSL rules that do not parse."""
+    from tiergate.routing import dsl  # routing imports config: import at call time
+    from tiergate.routing.tiers import tier_config_problems
+
+    problems = tier_config_problems(router, exposed, where)
+    if router.strategy == "dsl" and router.rules:
+        try:
+            dsl.parse_rules(router.rules, known_models=exposed, known_pools=router.pools)
+        except dsl.RuleError as err:
+            problems.extend(f"{where}.rules: {p}" for p in err.problems)
     return problems
 
 

@@ -167,7 +167,7 @@ class Planner:
         )
         pools = self.tier_pools[router.name]
 
-        if escalation.escalation_applies(router) and scope is not None and not lane_turn:
+        if escalation.escalation_applies(router) and not lane_turn:
             decision = await self._decide_tier(
                 req, headers, workspace, request_id, router, scope, candidates, pools
             )
@@ -188,7 +188,10 @@ class Planner:
         if scope is not None and self.cfg.affinity.enabled and ranked:
             plan.pins = await affinity.read_pins(self.store, scope, pin_router, ranked, plan.tier)
             if pin_router is not None:
-                ranked = affinity.apply_model_pin(ranked, plan.pins.model)
+                pinned = plan.pins.model
+                if pinned is None and plan.decision is not None and plan.tier == "base":
+                    pinned = plan.decision.base_model  # the model the session started on
+                ranked = affinity.apply_model_pin(ranked, pinned)
             plan.channel_pin = affinity.honoured_channel_pin(
                 plan.pins, ranked[0], self.distributor.views(ranked[0])
             )
@@ -211,10 +214,12 @@ class Planner:
         workspace: Workspace,
         request_id: str,
         router: RouterConfig,
-        scope: str,
+        scope: str | None,
         candidates: list[strategies.Candidate],
         pools: TierPools,
     ) -> EscalationDecision:
+        """The tier for this turn. Unidentified sessions (no scope) are served base,
+        get no header, and still count as router traffic for the share cap."""
         now = self.clock()
         strong = set(pools.strong)
         inputs = EscalationInputs(
