@@ -429,3 +429,12 @@ def test_named_router_sets_router_header(gw: ServerThread) -> None:
     )
     assert raw.headers["x-orca-router"] == "coding"
     assert raw.headers["x-orca-resolved-model"].startswith(("openai/", "anthropic/"))
+
+
+def test_example_config_is_valid() -> None:
+    from pathlib import Path
+
+    from tiergate.config import load_config
+
+    cfg = load_config(Path(__file__).parents[1] / "examples" / "tiergate.yaml", env={})
+    assert cfg.router("coding") is not None
