@@ -1,0 +1,105 @@
+"""The command line as a user meets it: --help everywhere, config check, demo mode."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from servers import free_port
+
+TIERGATE = [sys.executable, "-m", "tiergate"]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [[], ["serve"], ["sim"], ["config"], ["config", "check"], ["db"], ["db", "migrate"]],
+)
+def test_help_on_every_command(args: list[str]) -> None:
+    out = subprocess.run([*TIERGATE, *args, "--help"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    assert "usage:" in out.stdout
+
+
+def test_config_check_lists_every_problem(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "channels:\n"
+        "  - {name: a, type: openai, keys: ['k'], models: {m/x: {}}}\n"
+        "  - {name: a, type: openai_compatible, keys: [''], models: {m/y: {}}}\n"
+        "routers:\n"
+        "  - {name: r, default_model: nope/nope, allowed_models: ['zzz/*']}\n"
+    )
+    out = subprocess.run(
+        [*TIERGATE, "config", "check", str(bad)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 2
+    problems = [line for line in out.stderr.splitlines() if line.strip().startswith("- ")]
+    assert len(problems) >= 4, out.stderr
+    assert "duplicate channel name" in out.stderr
+    assert "base_url" in out.stderr and "default_model" in out.stderr
+
+
+def test_config_check_reports_yaml_syntax_position(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("server:\n  port: [1,\n")
+    out = subprocess.run(
+        [*TIERGATE, "config", "check", str(bad)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 2 and "line" in out.stderr
+
+
+def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
+    port = free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "OPENAI_API_KEY",
+            "ANTHROPIC_API_KEY",
+            "GEMINI_API_KEY",
+            "DEEPSEEK_API_KEY",
+            "TIERGATE_TOKEN",
+        )
+    }
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(
+        [*TIERGATE, "serve", "--port", str(port), "--spool", str(tmp_path / "spool")],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    try:
+        banner = ""
+        deadline = time.monotonic() + 30
+        assert proc.stdout is not None
+        while "curl" not in banner and time.monotonic() < deadline:
+            banner += proc.stdout.readline()
+        assert "DEMO MODE" in banner
+        token = re.search(r"Token:\s+(\S+)", banner)
+        assert token is not None
+        while "Gateway:" not in banner or "-d '" not in banner:
+            banner += proc.stdout.readline()
+        r = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            headers={
+                "authorization": f"Bearer {token.group(1)}",
+                "x-orcarouter-include-cost": "true",
+            },
+            json={"model": "orcarouter/auto", "messages": [{"role": "user", "content": "Hello"}]},
+            timeout=10,
+        )
+        assert r.status_code == 200, r.text
+        assert r.headers["x-orca-router"] == "auto"
+        assert float(r.headers["x-orca-cost"]) > 0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
