@@ -15,8 +15,8 @@ run: $(BIN)/.installed
 	$(BIN)/tiergate serve
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests bench eval
-	$(BIN)/ruff format --check src tests bench eval
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
