@@ -95,10 +95,13 @@ class Gateway:
                 return await self._complete(ctx)
             finally:
                 if ctx.lane is not None and not ctx.lane_handed_off:
-                    # any exit that did not finalize the lane (disconnect, error) releases it
-                    self._spawn(
-                        self.lanes.finalize(
-                            ctx.lane, served_model=None, response=None, tool_call_ids=None
+                    # any exit that did not finalize the lane (disconnect, error) releases
+                    # it, before the reply is sent: an immediate retry must not get 409
+                    await asyncio.shield(
+                        self._spawn(
+                            self.lanes.finalize(
+                                ctx.lane, served_model=None, response=None, tool_call_ids=None
+                            )
                         )
                     )
         except GatewayError as err:
@@ -221,6 +224,7 @@ class Gateway:
         renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
         acc = StreamAccumulator()
         observer = ToolCallObserver() if ctx.lane is not None else None
+        lane_pending = ctx.lane is not None
         status = 200
         try:
             acc.add(first)
@@ -231,7 +235,18 @@ class Gateway:
                 acc.add(ev)
                 if observer is not None:
                     observer.feed(ev)  # observes only: the bytes sent are unchanged
-                yield renderer.render(ev)
+                chunk = renderer.render(ev)
+                if lane_pending and acc.finished and ctx.lane is not None:
+                    # Record the turn before the client sees its end, so the client's
+                    # next turn finds the lane free instead of 409 session_tier_busy.
+                    await self.lanes.finalize(
+                        ctx.lane,
+                        served_model=served.target.model,
+                        response=acc.result(),
+                        tool_call_ids=observer.result() if observer is not None else None,
+                    )
+                    lane_pending = False
+                yield chunk
             if not acc.finished:
                 status = 502
                 yield ctx.fmt.stream_error(502, "Upstream stream ended without completing")
@@ -247,7 +262,7 @@ class Gateway:
             cost = self._finish(ctx, served.target, resp, served.attempts, status, stream=True)
             outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
             self._spawn(self._commit(ctx.plan, outcome))
-            if ctx.lane is not None:
+            if lane_pending and ctx.lane is not None:
                 self._spawn(
                     self.lanes.finalize(
                         ctx.lane,
@@ -327,10 +342,11 @@ class Gateway:
         except Exception:
             log.exception("deferred commit failed")
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Any) -> asyncio.Task[None]:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     def _upstream_failed(self, ctx: _Ctx, err: Exception) -> Response:
         if isinstance(err, UpstreamError):
