@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from servers import free_port
 
 TIERGATE = [sys.executable, "-m", "tiergate"]
