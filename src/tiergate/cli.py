@@ -161,22 +161,32 @@ def cmd_config_check(args: argparse.Namespace) -> int:
 
 def cmd_db_migrate(args: argparse.Namespace) -> int:
     from tiergate import db
+    from tiergate.lanes import migrate as migrate_session_tiers
 
     url = args.url
+    lanes_path = args.session_tiers_sqlite
     if args.config:
         try:
-            url = load_config(args.config).database.url
+            cfg = load_config(args.config)
         except ConfigError as err:
             _print_problems(args.config, err)
             return 2
+        url = cfg.database.url
+        if lanes_path is None and cfg.session_tiers.backend == "sqlite":
+            # the lane store never creates its table during a request
+            lanes_path = cfg.session_tiers.sqlite_path
 
     async def run() -> None:
         engine = db.make_engine(url)
         await db.migrate(engine)
         await engine.dispose()
 
-    asyncio.run(run())
-    print(f"migrated {url.split('@')[-1]}")
+    if url:  # an empty database.url disables usage storage: nothing to migrate
+        asyncio.run(run())
+        print(f"migrated {url.split('@')[-1]}")
+    if lanes_path:
+        migrate_session_tiers(lanes_path)
+        print(f"migrated session_tiers in {lanes_path}")
     return 0
 
 
@@ -231,10 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
     dm = dsub.add_parser(
         "migrate",
         help="create or upgrade the usage/audit tables",
-        description="Apply the additive migrations (usage, audit_events).",
+        description="Apply the additive migrations (usage, audit_events; session_tiers "
+        "for the SQLite session-tier store).",
     )
-    dm.add_argument("--config", metavar="FILE", help="take database.url from this config")
+    dm.add_argument(
+        "--config",
+        metavar="FILE",
+        help="take database.url (and session_tiers.sqlite_path when its backend is sqlite) "
+        "from this config",
+    )
     dm.add_argument("--url", default="sqlite:///tiergate.db", help="database URL")
+    dm.add_argument(
+        "--session-tiers-sqlite",
+        metavar="PATH",
+        help="also create the session_tiers table in this SQLite file",
+    )
     dm.set_defaults(func=cmd_db_migrate)
     return p
 
