@@ -75,6 +75,8 @@ class WorkspaceConfig(_Strict):
     name: str
     tokens: list[str] = Field(default_factory=list)
     escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
+    rate_limit_rpm: int | None = Field(None, ge=1)  # requests per minute, all instances
+    budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
 
 
 class Price(_Strict):

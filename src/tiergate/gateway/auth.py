@@ -8,9 +8,10 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tiergate.config import WorkspaceConfig
+from tiergate.gateway.limits import WorkspaceLimits
 
 
 def token_hash(token: str) -> bytes:
@@ -22,6 +23,7 @@ class Workspace:
     name: str
     id: str  # short stable hash used in state keys and usage rows
     share_cap_percent: float
+    limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
 
 
 class TokenTable:
@@ -34,6 +36,7 @@ class TokenTable:
                 name=w.name,
                 id=hashlib.sha256(b"ws:" + w.name.encode()).hexdigest()[:16],
                 share_cap_percent=w.escalation_share_cap_percent,
+                limits=WorkspaceLimits(w.rate_limit_rpm, w.budget_usd_per_day),
             )
             for t in w.tokens:
                 if t:

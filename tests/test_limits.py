@@ -1,0 +1,83 @@
+"""Per-workspace rate limits and budgets: shared across instances through the store."""
+
+from __future__ import annotations
+
+import pytest
+
+from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.limits import Limiter, WorkspaceLimits, seconds_to_next_minute
+from tiergate.state.base import StateStore, StateUnavailable
+from tiergate.state.memory import MemoryStore
+from tiergate.state.redis import RedisStore
+
+
+class Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+async def test_rate_limit_per_minute_with_retry_after() -> None:
+    clock = Clock(1_800_000_030.0)  # 30 s into a minute
+    lim = Limiter(MemoryStore(), clock)
+    limits = WorkspaceLimits(rate_limit_rpm=3)
+    for _ in range(3):
+        await lim.admit("ws", limits)
+    with pytest.raises(GatewayError) as err:
+        await lim.admit("ws", limits)
+    assert err.value.status == 429 and err.value.code == "rate_limit_exceeded"
+    assert err.value.headers == {"retry-after": "30"}
+    await lim.admit("other-ws", limits)  # workspaces are independent
+    clock.t += 30  # next minute
+    await lim.admit("ws", limits)
+
+
+async def test_budget_refuses_after_spend_until_next_day() -> None:
+    clock = Clock(1_800_000_000.0)
+    lim = Limiter(MemoryStore(), clock)
+    limits = WorkspaceLimits(budget_usd_per_day=0.01)
+    await lim.admit("ws", limits)
+    await lim.charge("ws", limits, 0.006)
+    await lim.admit("ws", limits)
+    await lim.charge("ws", limits, 0.006)
+    with pytest.raises(GatewayError) as err:
+        await lim.admit("ws", limits)
+    assert err.value.code == "budget_exceeded"
+    assert 0 < int(err.value.headers["retry-after"]) <= 86400  # type: ignore[index]
+    clock.t += 86400
+    await lim.admit("ws", limits)
+
+
+async def test_limits_hold_across_instances_sharing_redis(redis_store: RedisStore) -> None:
+    clock = Clock(1_800_000_000.0)
+    a, b = Limiter(redis_store, clock), Limiter(redis_store, clock)
+    limits = WorkspaceLimits(rate_limit_rpm=4)
+    for lim in (a, b, a, b):
+        await lim.admit("ws", limits)
+    for lim in (a, b):
+        with pytest.raises(GatewayError):
+            await lim.admit("ws", limits)
+
+
+class DownStore(MemoryStore):
+    async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
+        raise StateUnavailable("down")
+
+    async def get(self, key: str) -> bytes | None:
+        raise StateUnavailable("down")
+
+
+async def test_limits_fail_open_when_the_store_is_down() -> None:
+    store: StateStore = DownStore()
+    lim = Limiter(store)
+    limits = WorkspaceLimits(rate_limit_rpm=1, budget_usd_per_day=0.0)
+    for _ in range(3):
+        await lim.admit("ws", limits)
+    await lim.charge("ws", limits, 1.0)
+
+
+def test_retry_after_never_zero() -> None:
+    assert seconds_to_next_minute(120.0) == 60
+    assert seconds_to_next_minute(179.999) == 1
