@@ -4,6 +4,7 @@ recover, session tiers answer 503 storage unavailable, nothing hangs."""
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import subprocess
 import time
@@ -149,8 +150,7 @@ def test_redis_outage_degrades_and_recovers(
     results = [turn(i) for i in range(9, 14)]
     assert all(r.status_code == 200 for r in results)
     warm_after = [
-        _warm(b, a.json()["usage"]["prompt_tokens"])
-        for a, b in zip(results, results[1:], strict=False)
+        _warm(b, a.json()["usage"]["prompt_tokens"]) for a, b in itertools.pairwise(results)
     ]
     assert all(warm_after[1:]), warm_after  # pins re-established after the first turn back
     assert _chat(client, gw.url, [{"role": "user", "content": "x"}], **lane).status_code == 200
