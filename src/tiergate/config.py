@@ -7,6 +7,7 @@ fails validation raises ConfigError carrying one message per problem, so
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import os
 import re
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
 
 ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
 StrategyName = Literal["cheapest", "quality", "balanced", "linucb", "gated_adaptive", "dsl"]
@@ -58,7 +59,9 @@ class ServerConfig(_Strict):
     max_attempts: int = Field(3, ge=1, le=10)
     retry_budget_seconds: float = Field(30.0, gt=0)
     cooldown_seconds: float = Field(30.0, ge=0)
-    admin_token: str | None = None
+    admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
+    metrics_token: str | None = None  # unset = /metrics needs no token
+    config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
 
 
 class StateConfig(_Strict):
@@ -132,6 +135,10 @@ class EscalationConfig(_Strict):
     strike_decay_seconds: float = Field(900.0, gt=0)
     tier_ttl_seconds: float = Field(4 * 3600.0, gt=0)
     deescalate_clean_turns: int = Field(3, ge=1)
+    # go-live gate: labelled shadow precision needed before rollout_percent > 0
+    gate_min_labels: int = Field(20, ge=1)
+    gate_min_precision: float = Field(0.70, ge=0, le=1)
+    gate_window_days: int = Field(30, ge=1, le=365)
 
 
 class Thresholds(_Strict):
@@ -141,6 +148,7 @@ class Thresholds(_Strict):
 
 class RouterConfig(_Strict):
     name: str
+    enabled: bool = True  # a disabled router answers 503 router_disabled
     allowed_models: list[str] = Field(default_factory=lambda: ["*"])
     strategy: StrategyName = "balanced"
     weak_pool: list[str] = Field(default_factory=list)
@@ -190,6 +198,8 @@ class GatewayConfig(_Strict):
     affinity: AffinityConfig = Field(default_factory=AffinityConfig)
     session_tiers: SessionTiersConfig = Field(default_factory=SessionTiersConfig)
     demo: bool = False
+    #: The document this config was parsed from, before ${VAR} expansion.
+    _source: dict[str, Any] | None = PrivateAttr(default=None)
 
     # ---- lookups -------------------------------------------------------------
 
@@ -312,7 +322,20 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Gat
     problems = semantic_problems(cfg)
     if problems:
         raise ConfigError(problems)
+    cfg._source = copy.deepcopy(data)
     return cfg
+
+
+def source_document(cfg: GatewayConfig) -> dict[str, Any]:
+    """The document `cfg` was parsed from, before ${VAR} expansion, so secrets that
+    come from the environment stay references when the config is persisted.
+
+    A config built without `parse_config` falls back to its explicitly set fields
+    (`exclude_unset` keeps "explicit null" distinct from "left out").
+    """
+    if cfg._source is not None:
+        return copy.deepcopy(cfg._source)
+    return cfg.model_dump(mode="json", exclude_unset=True)
 
 
 def load_config(path: str | Path, env: dict[str, str] | None = None) -> GatewayConfig:
