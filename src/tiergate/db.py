@@ -1,4 +1,5 @@
-"""Usage and audit tables, on SQLite (default) or PostgreSQL (by URL).
+"""Usage, audit, config-version, shadow-label and feedback tables, on SQLite
+(default) or PostgreSQL (by URL).
 
 Rows hold identifiers, token counts, money and decision evidence — never
 prompt or completion text. Tables are created by `tiergate db migrate` and,
@@ -10,6 +11,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     Float,
     Integer,
@@ -63,6 +65,49 @@ audit_table = Table(
     Column("request_id", String(64)),
     Column("trigger", String(64)),
     Column("detail", JSON),
+)
+
+#: Every version of the shared config (admin API changes and YAML seeds), newest
+#: wins. `document` is the config before ${VAR} expansion, without the
+#: instance-local sections (server, state, database); see tiergate.config_store.
+config_versions_table = Table(
+    "config_versions",
+    metadata,
+    Column("version", Integer, primary_key=True, autoincrement=False),
+    Column("ts", Float, nullable=False),
+    Column("source", String(16), nullable=False),  # seed | admin
+    Column("seed_hash", String(64), nullable=False, index=True),
+    Column("actor", String(128)),
+    Column("change", JSON),
+    Column("document", JSON, nullable=False),
+)
+
+#: Operator verdicts on shadow escalation decisions (audit_events kind "shadow").
+shadow_labels_table = Table(
+    "shadow_labels",
+    metadata,
+    Column("audit_id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True),
+    Column("router", String(128), nullable=False, index=True),
+    Column("event_ts", Float, nullable=False, index=True),
+    Column("correct", Boolean, nullable=False),
+    Column("hard_turns_before", Integer),
+    Column("note", String(500)),
+    Column("actor", String(128)),
+    Column("ts", Float, nullable=False),
+)
+
+#: Client verdicts on served requests (POST /v1/feedback), by X-Orca-Request-Id.
+feedback_table = Table(
+    "feedback",
+    metadata,
+    Column(
+        "id", BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    ),
+    Column("request_id", String(64), nullable=False, index=True),
+    Column("workspace", String(128), nullable=False),
+    Column("score", Float, nullable=False),
+    Column("credited", Boolean, nullable=False, default=False),
+    Column("ts", Float, nullable=False, index=True),
 )
 
 
