@@ -271,3 +271,27 @@ def test_explain_endpoint_describes_without_changing_state(gateway: ServerThread
         assert got["would_serve"] == STRONG
         assert got["scores"]["delta"] > 0.5
     assert {k: v for k, v in store._data.items()} == before
+
+
+def test_workspaces_cannot_touch_each_others_sessions(gateway: ServerThread) -> None:
+    """Workspace A escalating session "shared" leaves workspace B's "shared" at base."""
+    a: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, _user(EASY[0])]
+    assert _send(gateway, "shared", a, **{"X-OrcaRouter-Tier": "strong"})[1] == (
+        "strong; reason=explicit"
+    )
+    client = openai.OpenAI(base_url=f"{gateway.url}/v1", api_key="tg-other-token", max_retries=0)
+    raw = client.chat.completions.with_raw_response.create(
+        model="orcarouter/coding",
+        messages=[{"role": "system", "content": SYSTEM}, _user(EASY[0])],  # type: ignore[list-item]
+        extra_headers={"X-OrcaRouter-Session-Id": "shared"},
+    )
+    assert raw.headers["x-orca-session-tier"] == "base"
+    assert raw.headers["x-orca-resolved-model"] == WEAK
+    # and B resetting its "shared" does not reset A's
+    client.chat.completions.create(
+        model="orcarouter/coding",
+        messages=[{"role": "user", "content": "x [[sim:text]]"}],
+        extra_headers={"X-OrcaRouter-Session-Id": "shared", "X-OrcaRouter-Tier": "base"},
+    )
+    a.append(_user(EASY[1]))
+    assert _send(gateway, "shared", a) == (STRONG, "strong")
