@@ -36,8 +36,8 @@ REQUESTS_TOTAL = Counter(
 )
 REQUEST_LATENCY_SECONDS = Histogram(
     "request_latency_seconds",
-    "Wall time from request received to last byte sent, by router.",
-    ["router"],
+    "Wall time from request received to last byte sent, by router, model, channel, status.",
+    ["router", "model", "channel", "status"],
     buckets=LATENCY_BUCKETS,
     namespace=NAMESPACE,
     registry=REGISTRY,
@@ -54,6 +54,73 @@ CACHE_READ_TOKENS_TOTAL = Counter(
     "cache_read_tokens",
     "Input tokens the provider served from its prompt cache, by channel and model.",
     ["channel", "model"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+
+# ---- escalation ----------------------------------------------------------------
+
+ESCALATION_EVENTS_TOTAL = Counter(
+    "escalation_events",
+    "Committed escalation audit events, by router, event kind and trigger.",
+    ["router", "event", "trigger"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+ESCALATION_DENIALS_TOTAL = Counter(
+    "escalation_denials",
+    "Escalations refused by a cap, by router and reason (session_cap, share_cap).",
+    ["router", "reason"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+ESCALATED_SHARE = Gauge(
+    "escalated_share",
+    "Escalated share of the router's trailing-window traffic on its cap basis (0-1).",
+    ["router"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+SHARE_CAP_UTILISATION = Gauge(
+    "share_cap_utilisation",
+    "Escalated share divided by the router's share cap (1 = at the cap).",
+    ["router"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+
+# ---- session tiers, feedback, config -------------------------------------------
+
+LEASE_CONFLICTS_TOTAL = Counter(
+    "session_tier_lease_conflicts",
+    "Requests refused 409 session_tier_busy: another request held the lane's lease.",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+FEEDBACK_TOTAL = Counter(
+    "feedback",
+    "Client feedback calls, by result (credited, recorded, unknown).",
+    ["result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+CONFIG_VERSION = Gauge(
+    "config_version",
+    "The shared config version live in this process.",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+CONFIG_RELOADS_TOTAL = Counter(
+    "config_reloads",
+    "Config versions switched to (applied) or refused as invalid on this instance.",
+    ["result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+ADMIN_AUTH_FAILURES_TOTAL = Counter(
+    "admin_auth_failures",
+    "Admin API and /metrics requests refused for a missing or wrong token.",
+    ["endpoint"],
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
@@ -91,6 +158,36 @@ AFFINITY_PIN_DROPS_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+
+
+def observe_request(
+    router: str | None,
+    model: str | None,
+    channel: str | None,
+    status: int,
+    seconds: float,
+) -> None:
+    """Count one finished request and its wall time. Label values come from the
+    config (the router, model and channel that served), never from the client."""
+    labels = (router or "", model or "", channel or "", str(status))
+    REQUESTS_TOTAL.labels(*labels).inc()
+    REQUEST_LATENCY_SECONDS.labels(*labels).observe(seconds)
+
+
+def observe_upstream(channel: str, model: str, seconds: float, cache_read_tokens: int) -> None:
+    UPSTREAM_LATENCY_SECONDS.labels(channel, model).observe(seconds)
+    if cache_read_tokens > 0:
+        CACHE_READ_TOKENS_TOTAL.labels(channel, model).inc(cache_read_tokens)
+
+
+def observe_escalation_event(
+    router: str, kind: str, trigger: str | None, header: str | None
+) -> None:
+    """One committed audit event; a `denied_cap` also counts as a denial by reason."""
+    ESCALATION_EVENTS_TOTAL.labels(router, kind, trigger or "").inc()
+    if kind == "denied_cap":
+        reason = (header or "").rpartition("denied:")[2] or "unknown"
+        ESCALATION_DENIALS_TOTAL.labels(router, reason).inc()
 
 
 def render() -> tuple[bytes, str]:

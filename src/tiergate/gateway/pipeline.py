@@ -13,13 +13,14 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
+from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
@@ -31,9 +32,10 @@ from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
-from tiergate.lanes import PreparedTurn, ToolCallObserver
+from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
+from tiergate.reload import rebuild_distributor
 from tiergate.routing.distributor import Distributor, Target
 
 log = logging.getLogger("tiergate.access")
@@ -64,12 +66,31 @@ class Gateway:
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
+    def reload(self, cfg: GatewayConfig, reenabled: Collection[tuple[str, str]] = ()) -> None:
+        """Swap every config-derived part at once (no await, so no request sees a mix).
+
+        Key health carries over (tiergate.reload). Session pins, tier state and
+        bandit arms live in the state store and are untouched; requests in flight
+        finish on the plan they were given.
+        """
+        distributor = rebuild_distributor(cfg, self.distributor, reenabled)
+        old = self.planner
+        planner = Planner(cfg, distributor, old.store, old.recorder, old.clock)
+        self.lanes.tiers.set_revision(policy_revision(cfg))
+        self.cfg = cfg
+        self.tokens = TokenTable(cfg.workspaces)
+        self.distributor = distributor
+        self.planner = planner
+        self.lanes.distributor = distributor
+        self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
+
     # ---- entry point ---------------------------------------------------------
 
     async def handle(self, fmt: InboundFormat, request: Request) -> Response:
         request_id = uuid.uuid4().hex
         started = time.perf_counter()
         headers = {"x-orca-request-id": request_id}
+        plan: RoutePlan | None = None
         try:
             workspace = self.authenticate(request)
             body = await self.read_json(request)
@@ -105,13 +126,18 @@ class Gateway:
                         )
                     )
         except GatewayError as err:
+            if err.code == "session_tier_busy":
+                metrics.LEASE_CONFLICTS_TOTAL.inc()
+            _observe_refusal(plan, err.status, started)
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
         except FormatError as err:  # the request cannot be expressed in the upstream's format
+            _observe_refusal(plan, 400, started)
             return self.error_response(
                 fmt, GatewayError(400, err.message, "invalid_request"), headers
             )
         except ClientDisconnect:
+            _observe_refusal(plan, 499, started)
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -159,6 +185,7 @@ class Gateway:
     # ---- non-streaming -------------------------------------------------------
 
     async def _complete(self, ctx: _Ctx) -> Response:
+        ctx.upstream_started = time.perf_counter()
         try:
             resp, served = await _until_disconnect(
                 ctx.request,
@@ -192,6 +219,7 @@ class Gateway:
     # ---- streaming -----------------------------------------------------------
 
     async def _stream(self, ctx: _Ctx) -> Response:
+        ctx.upstream_started = time.perf_counter()
         try:
             first, rest, served = await dispatch.open_stream(
                 ctx.req,
@@ -289,8 +317,14 @@ class Gateway:
         """Price the request and queue its usage row (never prompt text)."""
         model_cfg = target.model_config
         cost = request_cost(resp.usage, model_cfg, target.channel.config.type)
-        latency_ms = (time.perf_counter() - ctx.started) * 1000
+        done = time.perf_counter()
+        latency_ms = (done - ctx.started) * 1000
         u = resp.usage
+        router = ctx.plan.router.name if ctx.plan.router else None
+        metrics.observe_request(router, target.model, target.channel.name, status, latency_ms / 1e3)
+        metrics.observe_upstream(
+            target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
+        )
         self.recorder.record(
             "usage",
             {
@@ -365,14 +399,17 @@ class Gateway:
             if status == 429:
                 message = "Every upstream key is rate limited; retry later"
                 headers["retry-after"] = str(max(1, round(wait or 1)))
+        model = ctx.plan.models[0] if ctx.plan.models else None
+        router = ctx.plan.router.name if ctx.plan.router else None
+        metrics.observe_request(router, model, None, status, time.perf_counter() - ctx.started)
         self.recorder.record(
             "usage",
             {
                 "request_id": ctx.request_id,
                 "ts": time.time(),
                 "workspace": ctx.workspace.name,
-                "router": ctx.plan.router.name if ctx.plan.router else None,
-                "model": ctx.plan.models[0] if ctx.plan.models else None,
+                "router": router,
+                "model": model,
                 "status": status,
                 "stream": int(ctx.req.stream),
                 "latency_ms": (time.perf_counter() - ctx.started) * 1000,
@@ -410,6 +447,7 @@ class _Ctx:
         "request",
         "request_id",
         "started",
+        "upstream_started",
         "workspace",
     )
 
@@ -434,6 +472,13 @@ class _Ctx:
         self.headers = headers
         self.lane: PreparedTurn | None = None
         self.lane_handed_off = False
+        self.upstream_started = started
+
+
+def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> None:
+    """Count a request refused before or without an upstream reply."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    metrics.observe_request(router, None, None, status, time.perf_counter() - started)
 
 
 def _wants_cost(request: Request) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
 from tiergate.gateway.auth import Workspace
@@ -120,9 +121,13 @@ class Planner:
         router = self.routers.get(name)
         if router is None:
             raise GatewayError(404, f"The router '{name}' does not exist", "model_not_found")
-        return await self._plan_router(
+        if not router.enabled:
+            raise GatewayError(503, f"The router '{name}' is disabled", "router_disabled")
+        plan = await self._plan_router(
             req, headers, workspace, request_id, router, session, scope, lane_turn
         )
+        plan.extras["workspace_id"] = workspace.id
+        return plan
 
     async def _plan_concrete(
         self, req: ChatRequest, session: SessionId | None, scope: str | None
@@ -261,6 +266,10 @@ class Planner:
             assert plan.bandit_x is not None
             reward = linucb.reward(outcome.success, outcome.cost)
             await self.bandits.update(plan.router.name, target.model, plan.bandit_x, reward)
+            request_id = plan.extras.get("request_id")
+            if outcome.success and request_id:  # client feedback may credit this arm later
+                key = feedback_key(plan.extras.get("workspace_id", ""), request_id)
+                await self.bandits.remember(key, plan.router.name, target.model, plan.bandit_x)
 
     async def _write_pins(self, plan: RoutePlan, target: Target, served_tier: str) -> None:
         if not self.cfg.affinity.enabled or plan.pins.degraded:
@@ -303,9 +312,16 @@ class Planner:
             ),
             self.clock(),
         )
-        if self.recorder is not None:
-            for ev in result.events:
+        for ev in result.events:
+            metrics.observe_escalation_event(ev.router, ev.kind, ev.trigger, ev.header)
+            if self.recorder is not None:
                 self.recorder.record("audit", audit_row(ev, plan))
+
+
+def feedback_key(workspace_id: str, request_id: str) -> str:
+    """The bandit's pending-feedback id: workspace-qualified, so one workspace's
+    token cannot rate another workspace's requests."""
+    return f"{workspace_id}:{request_id}"
 
 
 def turn_key(req: ChatRequest) -> str:
