@@ -110,19 +110,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
     )
 
     async def run() -> None:
-        if sim_server is not None:
-            sim_task = asyncio.create_task(sim_server.serve())
-            while not sim_server.started:
-                await asyncio.sleep(0.01)
-            print(banner, flush=True)
-            try:
-                await server.serve()
-            finally:
+        sim_task = asyncio.create_task(sim_server.serve()) if sim_server is not None else None
+        while sim_server is not None and not sim_server.started:
+            await asyncio.sleep(0.01)
+        gw_task = asyncio.create_task(server.serve())
+        while not server.started and not gw_task.done():
+            await asyncio.sleep(0.01)
+        if server.started:  # announce only once the gateway really listens
+            print(banner or f"tiergate serving on http://{host}:{port}", flush=True)
+        try:
+            await gw_task
+        finally:
+            if sim_server is not None and sim_task is not None:
                 sim_server.should_exit = True
                 await sim_task
-        else:
-            print(f"tiergate serving on http://{host}:{port}", flush=True)
-            await server.serve()
 
     asyncio.run(run())
     return 0
