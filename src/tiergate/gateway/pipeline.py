@@ -117,11 +117,12 @@ class Gateway:
             finally:
                 if ctx.lane is not None and not ctx.lane_handed_off:
                     # any exit that did not finalize the lane (disconnect, error) releases
-                    # it, before the reply is sent: an immediate retry must not get 409
+                    # it, before the reply is sent: an immediate retry must not get 409.
+                    # No output reached the client, so no tool call did: ids ().
                     await asyncio.shield(
                         self._spawn(
                             self.lanes.finalize(
-                                ctx.lane, served_model=None, response=None, tool_call_ids=None
+                                ctx.lane, served_model=None, response=None, tool_call_ids=()
                             )
                         )
                     )
@@ -335,7 +336,11 @@ class Gateway:
                 "model": target.model,
                 "channel": target.channel.name,
                 "key_index": target.key_index,
-                "tier": ctx.plan.extras.get("served_tier"),
+                "tier": (
+                    ctx.plan.committer.served_tier(ctx.plan, target)
+                    if ctx.plan.committer is not None
+                    else None
+                ),
                 "status": status,
                 "stream": int(stream),
                 "input_tokens": u.input_tokens,

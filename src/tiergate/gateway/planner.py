@@ -251,12 +251,7 @@ class Planner:
         """Pins, escalation intents, bandit feedback: only a success writes pins
         and advances the tier state; the bandit learns from failures too."""
         target = outcome.target
-        served_tier = plan.tier
-        if plan.router is not None and target is not None and plan.decision is not None:
-            pools = self.tier_pools[plan.router.name]
-            if target.model not in pools.pool(plan.tier):  # a fallback crossed tiers
-                in_strong = target.model in pools.strong
-                served_tier = affinity.STRONG_TIER if in_strong else affinity.BASE_TIER
+        served_tier = self.served_tier(plan, target) or plan.tier
         plan.extras["served_tier"] = served_tier
         if outcome.success and target is not None and plan.scope is not None:
             await self._write_pins(plan, target, served_tier)
@@ -270,6 +265,18 @@ class Planner:
             if outcome.success and request_id:  # client feedback may credit this arm later
                 key = feedback_key(plan.extras.get("workspace_id", ""), request_id)
                 await self.bandits.remember(key, plan.router.name, target.model, plan.bandit_x)
+
+    def served_tier(self, plan: RoutePlan, target: Target | None) -> str | None:
+        """The tier that actually served: the plan's, unless a fallback crossed
+        tiers. None for a concrete model (no router, no tiers)."""
+        if plan.router is None:
+            return None
+        if target is None or plan.decision is None:
+            return plan.tier
+        pools = self.tier_pools[plan.router.name]
+        if target.model in pools.pool(plan.tier):
+            return plan.tier
+        return affinity.STRONG_TIER if target.model in pools.strong else affinity.BASE_TIER
 
     async def _write_pins(self, plan: RoutePlan, target: Target, served_tier: str) -> None:
         if not self.cfg.affinity.enabled or plan.pins.degraded:
