@@ -109,12 +109,18 @@ class LaneGlue:
         tool_call_ids: tuple[str, ...] | None,
         credential_failure: bool = False,
     ) -> None:
-        """Record the turn: only a normal completion (stop or tool_calls) is a success."""
+        """Record the turn: only a normal completion (stop or tool_calls) is a success.
+
+        `tool_call_ids` are the ids the client received, also on a failed turn:
+        `()` when nothing reached the client (a failure before the first byte),
+        None when that is unknown (a stream cut short). Only None blocks the
+        lane's boundary until expiry; a failure alone blocks just the next one.
+        """
         ok = response is not None and response.finish_reason in ("stop", "tool_calls")
         outcome = TurnOutcome(
             success=ok,
             actual_route=served_model if ok else None,
-            tool_call_ids=tool_call_ids if ok else None,
+            tool_call_ids=tool_call_ids,
             credential_failure=credential_failure,
         )
         # a storage failure after the reply: the lease then expires with the lane TTL
