@@ -1,0 +1,528 @@
+"""RouteLLM's MMLU benchmark for tiergate's request-level strategies.
+
+Each MMLU prompt (RouteLLM's cached responses: per-question correctness of
+Mixtral-8x7B-Instruct and gpt-4-1106-preview) becomes a one-message ChatRequest,
+is scored by the real difficulty scorer and routed by the real strategies:
+
+- gated_adaptive: strong iff score >= t2, with t2 swept over score quantiles
+  (RouteLLM's sweep: `pd.qcut(thresholds, 10)` cut-offs, the top one exclusive);
+- linucb: prequential (choose, score the choice, then update the chosen arm) over a
+  seeded shuffle of the prompts, swept over the reward's cost weight;
+- random: strong with probability p, p swept over 0..1, averaged over iterations.
+
+Metrics follow RouteLLM (routellm/evals/evaluate.py and the paper, arXiv 2406.18665):
+PGR = (acc - acc_weak) / (acc_strong - acc_weak); APGR is the trapezoid area under
+accuracy vs strong-call share, normalised the same way; CPT(x%) is the smallest
+strong-call share that reaches PGR x%. Contaminated prompts are excluded first.
+
+    .venv/bin/python -m eval.routellm_mmlu [--data DIR] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval import common
+from eval.requestlevel_metrics import (
+    CurvePoint,
+    apgr,
+    auroc,
+    bootstrap_apgr,
+    cpt,
+    curve_from_decisions,
+    mean_or_none,
+    optimal_accuracy,
+    pgr,
+    threshold_grid,
+    verdict,
+    with_endpoints,
+    within_domain_auroc,
+)
+from tiergate.config import Thresholds
+from tiergate.routing import linucb
+from tiergate.routing.difficulty import full_transcript_features, score
+from tiergate.routing.strategies import Candidate, StrategyContext
+
+DATASET = "routellm-mmlu"
+WEAK_COLUMN = "mistralai/Mixtral-8x7B-Instruct-v0.1"
+STRONG_COLUMN = "gpt-4-1106-preview"
+
+# Router facts for the pair. Quality priors are tiergate's catalogue tiers (defaults.py:
+# tier-1 models 0.60-0.66, frontier 0.86-0.90), not fitted to MMLU. Prices are the
+# pair's list prices in RouterArena's cost.json (USD / 1M tokens).
+WEAK = common.candidate("mixtral-8x7b-instruct", quality=0.60, input_price=0.6, output_price=0.6)
+STRONG = common.candidate("gpt-4-1106-preview", quality=0.86, input_price=10.0, output_price=30.0)
+DEFAULTS = Thresholds()
+"""tiergate's default gated_adaptive thresholds (t1 = 0.35, t2 = 0.70)."""
+OUTPUT_TOKENS = 1
+"""RouteLLM generated these answers with max_new_tokens=1 (mmlu/generate_responses.py)."""
+
+DEFAULT_COST_WEIGHTS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
+"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), a broad grid from 0
+to 10 fixed in advance, not fitted to this data."""
+
+
+# ---- data --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MMLUData:
+    prompts: list[str]
+    domains: list[str]
+    weak: np.ndarray  # bool per prompt: the weak model answered correctly
+    strong: np.ndarray
+    excluded: int  # contaminated prompts dropped
+
+    def __len__(self) -> int:
+        return len(self.prompts)
+
+    def subset(self, index: np.ndarray) -> MMLUData:
+        return MMLUData(
+            [self.prompts[i] for i in index],
+            [self.domains[i] for i in index],
+            self.weak[index],
+            self.strong[index],
+            self.excluded,
+        )
+
+
+def _flag(value: str, where: str) -> bool:
+    if value not in ("True", "False"):
+        raise ValueError(f"{where}: expected True/False, got {value!r}")
+    return value == "True"
+
+
+def load_mmlu(data_dir: Path) -> MMLUData:
+    """Every mmlu_<domain>.csv, minus the prompts in contaminated_prompts.jsonl.
+
+    RouteLLM drops a row when its prompt equals a contaminated `eval_prompt`.
+    """
+    folder = common.require_dir(data_dir, DATASET, ["contaminated_prompts.jsonl"])
+    files = sorted(folder.glob("mmlu_*.csv"))
+    if not files:
+        raise common.DataMissingError(f"benchmark data incomplete: no mmlu_*.csv in {folder}")
+    with (folder / "contaminated_prompts.jsonl").open(encoding="utf-8") as fh:
+        contaminated = {json.loads(line)["eval_prompt"] for line in fh if line.strip()}
+    prompts: list[str] = []
+    domains: list[str] = []
+    weak: list[bool] = []
+    strong: list[bool] = []
+    excluded = 0
+    for path in files:
+        with path.open(newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            for row in reader:
+                if row["prompt"] in contaminated:
+                    excluded += 1
+                    continue
+                where = f"{path.name}:{reader.line_num}"
+                prompts.append(row["prompt"])
+                domains.append(path.stem.removeprefix("mmlu_"))
+                weak.append(_flag(row[WEAK_COLUMN], where))
+                strong.append(_flag(row[STRONG_COLUMN], where))
+    return MMLUData(prompts, domains, np.array(weak), np.array(strong), excluded)
+
+
+# ---- routing with the real strategies ----------------------------------------------------
+
+
+@dataclass
+class Scored:
+    """What the router knows about each prompt: its score and the bandit's context."""
+
+    scores: np.ndarray
+    contexts: list[np.ndarray]
+    requests: list[Any]
+    prompt_tokens: np.ndarray
+
+
+def score_prompts(prompts: Sequence[str], show: bool = True) -> Scored:
+    """Full-transcript difficulty and the linucb context vector of each prompt."""
+    scores, contexts, requests, tokens = [], [], [], []
+    for text in common.progress(prompts, "scoring prompts", len(prompts), show):
+        req = common.user_request(text)
+        features = full_transcript_features(req)
+        scores.append(score(features))
+        contexts.append(linucb.context_vector_for(req, features))
+        requests.append(req)
+        tokens.append(features.prompt_tokens)
+    return Scored(np.array(scores), contexts, requests, np.array(tokens))
+
+
+def gated_decisions(scored: Scored, thresholds: Sequence[float], show: bool = True) -> np.ndarray:
+    """gated_adaptive's pick for every prompt at every t2 (True = strong model)."""
+    cands = [WEAK, STRONG]
+    out = np.zeros((len(scored.scores), len(thresholds)), dtype=bool)
+    for j, t2 in enumerate(common.progress(thresholds, "gated_adaptive t2 sweep", None, show)):
+        router = common.two_model_router("gated_adaptive", WEAK.name, STRONG.name, t2=t2)
+        for i, (req, s) in enumerate(zip(scored.requests, scored.scores, strict=True)):
+            ctx = StrategyContext(request=req, router=router, score=float(s))
+            out[i, j] = common.first_choice("gated_adaptive", cands, ctx) == STRONG.name
+    return out
+
+
+def linucb_prequential(
+    scored: Scored,
+    weak: np.ndarray,
+    strong: np.ndarray,
+    order: np.ndarray,
+    cost_weight: float,
+    alpha: float,
+) -> np.ndarray:
+    """One online pass: per prompt, choose with the current arms, score, then update.
+
+    Returns the decisions (True = strong) indexed by prompt. The reward is
+    `linucb.reward` (1 if correct, minus cost_weight x the saturating cost penalty);
+    the cost is the candidate's list price for the prompt's tokens plus one output token.
+    """
+    cands: list[Candidate] = [WEAK, STRONG]
+    router = common.two_model_router("linucb", WEAK.name, STRONG.name, alpha=alpha)
+    arms = {c.name: linucb.LinUCBArm.fresh() for c in cands}
+    chose_strong = np.zeros(len(order), dtype=bool)
+    for i in order:
+        x = scored.contexts[i]
+        ctx = StrategyContext(
+            request=scored.requests[i],
+            router=router,
+            score=float(scored.scores[i]),
+            bandit_arms=arms,
+            bandit_x=x,
+        )
+        pick = common.first_choice("linucb", cands, ctx)
+        is_strong = pick == STRONG.name
+        correct = bool(strong[i] if is_strong else weak[i])
+        model = STRONG if is_strong else WEAK
+        cost = model.estimated_cost(int(scored.prompt_tokens[i]), OUTPUT_TOKENS)
+        r = linucb.reward(correct, cost, cost_weight=cost_weight)
+        arms[pick] = linucb.update(arms[pick], x, r)
+        chose_strong[i] = is_strong
+    return chose_strong
+
+
+# ---- the benchmark -----------------------------------------------------------------------
+
+
+@dataclass
+class RouterResult:
+    """A router's sweep. `curves` holds one curve per run (stream order or random seed)."""
+
+    name: str
+    knob: str
+    curves: list[list[CurvePoint]]  # per run, without the added endpoints
+    apgr: float  # mean over runs
+    interval: tuple[float, float]  # 95 % bootstrap interval over prompts
+    cpt50: float | None  # mean over runs
+    cpt80: float | None
+    averaged: bool  # runs are exchangeable (random): report their mean curve
+    run_apgrs: list[float] = field(default_factory=list)
+
+    def mean_curve(self) -> list[CurvePoint]:
+        n = len(self.curves)
+        return [
+            CurvePoint(
+                sum(c[k].share for c in self.curves) / n,
+                sum(c[k].accuracy for c in self.curves) / n,
+                self.curves[0][k].param,
+            )
+            for k in range(len(self.curves[0]))
+        ]
+
+
+def _summarise(
+    name: str,
+    knob: str,
+    decision_sets: list[np.ndarray],
+    params: Sequence[float],
+    data: MMLUData,
+    draws: int,
+    averaged: bool = False,
+) -> RouterResult:
+    """APGR and CPT per run (each curve anchored at its endpoints), then their means.
+
+    Per run, not on a mean curve: linucb's runs at one cost weight can land at
+    opposite ends (all-weak in one stream order, all-strong in another), and their
+    average would be an operating point no run reached.
+    """
+    weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
+    curves = [curve_from_decisions(d, data.weak, data.strong, params) for d in decision_sets]
+    anchored = [with_endpoints(c, weak_acc, strong_acc) for c in curves]
+    run_apgrs = [apgr(c, weak_acc, strong_acc) for c in anchored]
+    return RouterResult(
+        name=name,
+        knob=knob,
+        curves=curves,
+        apgr=float(np.mean(run_apgrs)),
+        interval=bootstrap_apgr(decision_sets, data.weak, data.strong, draws=draws),
+        cpt50=mean_or_none([cpt(c, weak_acc, strong_acc, 0.5) for c in anchored]),
+        cpt80=mean_or_none([cpt(c, weak_acc, strong_acc, 0.8) for c in anchored]),
+        averaged=averaged,
+        run_apgrs=run_apgrs,
+    )
+
+
+def run(
+    data: MMLUData,
+    *,
+    bins: int = 10,
+    seeds: int = 3,
+    alpha: float = 0.5,
+    random_iters: int = 10,
+    cost_weights: Sequence[float] = DEFAULT_COST_WEIGHTS,
+    draws: int = 500,
+    show: bool = True,
+) -> dict[str, Any]:
+    """Score, route and summarise; returns the JSON-ready results."""
+    scored = score_prompts(data.prompts, show)
+    n = len(data)
+
+    thresholds = threshold_grid(scored.scores, bins)
+    gated = _summarise(
+        "gated_adaptive", "t2", [gated_decisions(scored, thresholds, show)], thresholds, data, draws
+    )
+
+    runs = [(seed, cw) for seed in range(seeds) for cw in cost_weights]
+    per_seed: list[list[np.ndarray]] = [[] for _ in range(seeds)]
+    for seed, cw in common.progress(runs, "linucb prequential runs", len(runs), show):
+        order = np.random.default_rng(seed).permutation(n)
+        per_seed[seed].append(linucb_prequential(scored, data.weak, data.strong, order, cw, alpha))
+    bandit = _summarise(
+        "linucb", "cost_weight", [np.stack(d, axis=1) for d in per_seed], cost_weights, data, draws
+    )
+
+    probabilities = [float(p) for p in np.linspace(0.0, 1.0, bins + 1)]
+    random_sets = []
+    for it in range(random_iters):
+        rng = np.random.default_rng(1000 + it)
+        random_sets.append(np.stack([rng.random(n) < p for p in probabilities], axis=1))
+    rand = _summarise("random", "p", random_sets, probabilities, data, draws, averaged=True)
+
+    weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
+    oracle_points = [
+        CurvePoint(p, optimal_accuracy(data.weak, data.strong, p), p) for p in probabilities
+    ]
+    strong_only = ~data.weak & data.strong
+    return {
+        "dataset": DATASET,
+        "code": common.code_version(),
+        "prompts": n,
+        "excluded_contaminated": data.excluded,
+        "weak_model": WEAK_COLUMN,
+        "strong_model": STRONG_COLUMN,
+        "weak_accuracy": weak_acc,
+        "strong_accuracy": strong_acc,
+        "settings": {"bins": bins, "seeds": seeds, "alpha": alpha, "random_iters": random_iters},
+        "routers": [_result_json(r) for r in (gated, bandit, rand)],
+        "optimal": {
+            "apgr": apgr(oracle_points, weak_acc, strong_acc),
+            "cpt50": cpt(oracle_points, weak_acc, strong_acc, 0.5),
+            "cpt80": cpt(oracle_points, weak_acc, strong_acc, 0.8),
+            "points": [_point_json(p) for p in oracle_points],
+        },
+        "diagnostics": {
+            "score_quantiles": {
+                str(q): float(np.quantile(scored.scores, q)) for q in (0, 0.5, 0.9, 0.99, 1)
+            },
+            "default_thresholds": [DEFAULTS.t1, DEFAULTS.t2],
+            "share_at_default_t2": float(np.mean(scored.scores >= DEFAULTS.t2)),
+            "share_at_default_t1": float(np.mean(scored.scores >= DEFAULTS.t1)),
+            "strong_only_correct": float(strong_only.mean()),
+            "weak_only_correct": float((data.weak & ~data.strong).mean()),
+            "auroc_strong_only": auroc(scored.scores, strong_only),
+            "auroc_weak_wrong": auroc(scored.scores, ~data.weak),
+            "auroc_within_domain": within_domain_auroc(scored.scores, strong_only, data.domains),
+            "feature_auroc": {
+                name: auroc(np.array([x[k] for x in scored.contexts]), strong_only)
+                for k, name in enumerate(linucb.FEATURE_NAMES)
+                if len({float(x[k]) for x in scored.contexts}) > 1
+            },
+        },
+    }
+
+
+def _point_json(p: CurvePoint) -> dict[str, float]:
+    return {"param": p.param, "share": p.share, "accuracy": p.accuracy}
+
+
+def _result_json(r: RouterResult) -> dict[str, Any]:
+    return {
+        "name": r.name,
+        "knob": r.knob,
+        "runs": len(r.curves),
+        "averaged": r.averaged,
+        "apgr": r.apgr,
+        "apgr_runs": r.run_apgrs,
+        "apgr_ci95": list(r.interval),
+        "cpt50": r.cpt50,
+        "cpt80": r.cpt80,
+        "mean_points": [_point_json(p) for p in r.mean_curve()],
+        "run_points": [[_point_json(p) for p in c] for c in r.curves],
+    }
+
+
+# ---- report ------------------------------------------------------------------------------
+
+
+def _pct(value: float | None) -> str:
+    return "not reached" if value is None else f"{100 * value:.1f}%"
+
+
+def displayed_curves(r: dict[str, Any]) -> list[tuple[str, list[dict[str, float]]]]:
+    """What a table or figure shows of a router: its mean curve when its runs are
+    exchangeable (random) or single, otherwise every run's own curve."""
+    if r["averaged"] or r["runs"] == 1:
+        return [("", r["mean_points"])]
+    return [(f"run {i}", pts) for i, pts in enumerate(r["run_points"])]
+
+
+def render_markdown(results: dict[str, Any], figure: str | None = None) -> str:
+    """The headline table, the curve table behind the figure, and the diagnostics."""
+    weak, strong = results["weak_accuracy"], results["strong_accuracy"]
+    lines = [
+        f"MMLU ({results['prompts']} prompts after dropping "
+        f"{results['excluded_contaminated']} contaminated): weak {results['weak_model']} "
+        f"{100 * weak:.2f}%, strong {results['strong_model']} {100 * strong:.2f}%.",
+        "",
+    ]
+    rows = []
+    for r in results["routers"]:
+        lo, hi = r["apgr_ci95"]
+        runs = f" (mean of {r['runs']} runs)" if r["runs"] > 1 else ""
+        spread = f"{min(r['apgr_runs']):.3f} to {max(r['apgr_runs']):.3f}" if runs else "-"
+        rows.append(
+            [
+                f"{r['name']}{runs}",
+                f"{r['apgr']:.3f} [{lo:.3f}, {hi:.3f}]",
+                spread,
+                _pct(r["cpt50"]),
+                _pct(r["cpt80"]),
+                "baseline" if r["name"] == "random" else verdict((lo, hi)),
+            ]
+        )
+    opt = results["optimal"]
+    rows.append(
+        ["optimal (oracle, uses labels)", f"{opt['apgr']:.3f}", "-", _pct(opt["cpt50"]),
+         _pct(opt["cpt80"]), "upper bound"]
+    )  # fmt: skip
+    headers = ["Router", "APGR [95% CI]", "APGR runs", "CPT(50%)", "CPT(80%)", "vs random"]
+    lines += [common.markdown_table(headers, rows), ""]
+    if figure:
+        lines += [f"![accuracy vs strong-model calls]({figure})", ""]
+    curve_rows = []
+    for r in results["routers"]:
+        for run, points in displayed_curves(r):
+            what = f"mean of {r['runs']} runs" if r["runs"] > 1 and not run else run or "-"
+            for p in points:
+                curve_rows.append(
+                    [r["name"], what, f"{r['knob']} = {p['param']:.4g}",
+                     f"{100 * p['share']:.1f}", f"{100 * p['accuracy']:.2f}",
+                     f"{pgr(p['accuracy'], weak, strong):.3f}"]
+                )  # fmt: skip
+    headers = ["Router", "Run", "Setting", "Strong calls (%)", "Accuracy (%)", "PGR"]
+    lines += [common.markdown_table(headers, curve_rows), ""]
+    d = results["diagnostics"]
+    q = d["score_quantiles"]
+    t1, t2 = d["default_thresholds"]
+    lines += [
+        f"- Difficulty score: min {q['0']:.3f}, median {q['0.5']:.3f}, p90 {q['0.9']:.3f}, "
+        f"p99 {q['0.99']:.3f}, max {q['1']:.3f}; {100 * d['share_at_default_t2']:.2f}% of "
+        f"prompts reach the default t2 = {t2:.2f}, {100 * d['share_at_default_t1']:.2f}% reach "
+        f"t1 = {t1:.2f}.",
+        f"- Only the strong model is right on {100 * d['strong_only_correct']:.1f}% of prompts "
+        f"(only the weak one on {100 * d['weak_only_correct']:.1f}%). AUROC of the score for "
+        f'those prompts: {d["auroc_strong_only"]:.3f}; for "weak model wrong": '
+        f"{d['auroc_weak_wrong']:.3f} (0.5 = no information). Within one subject the "
+        f"score's AUROC averages {d['auroc_within_domain']:.3f}.",
+        "- AUROC of each bandit context feature for the strong-only prompts: "
+        + ", ".join(f"{k} {v:.3f}" for k, v in d["feature_auroc"].items())
+        + ".",
+        common.provenance(results["code"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+_STYLE: dict[str, tuple[str, str, str]] = {
+    "gated_adaptive": (common.OKABE_ITO["blue"], "o", "-"),
+    "linucb": (common.OKABE_ITO["vermillion"], "s", "--"),
+    "random": (common.OKABE_ITO["black"], "^", ":"),
+    "optimal": (common.OKABE_ITO["green"], "x", "-."),
+}
+
+
+def plot_curves(results: dict[str, Any], path: Path) -> None:
+    """Accuracy vs strong-call share, RouteLLM's figure, one line per router."""
+    plt = common.pyplot()
+    weak, strong = results["weak_accuracy"], results["strong_accuracy"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    series = [(r["name"], r["name"], displayed_curves(r)) for r in results["routers"]]
+    series.append(("optimal", "optimal (oracle)", [("", results["optimal"]["points"])]))
+    for name, label, curves in series:
+        colour, marker, style = _STYLE[name]
+        if len(curves) > 1:
+            label = f"{label} ({len(curves)} stream orders)"
+        for k, (_, points) in enumerate(curves):
+            pts = [CurvePoint(p["share"], p["accuracy"]) for p in points]
+            # the oracle's own sweep already spans 0..100 % (and beats the strong model)
+            line = pts if name == "optimal" else with_endpoints(pts, weak, strong)
+            line = sorted(line, key=lambda p: p.share)
+            ax.plot([100 * p.share for p in line], [100 * p.accuracy for p in line],
+                    color=colour, linestyle=style, linewidth=1.2,
+                    label=label if k == 0 else None)  # fmt: skip
+            ax.scatter([100 * p.share for p in pts], [100 * p.accuracy for p in pts],
+                       color=colour, marker=marker, s=20, zorder=3)  # fmt: skip
+    grey = common.OKABE_ITO["grey"]
+    labels = ((weak, "weak model only (Mixtral-8x7B)", 25, "left"),
+              (strong, "strong model only (GPT-4)", 1, "left"))  # fmt: skip
+    for acc, text, x, align in labels:  # placed where no curve runs
+        ax.axhline(100 * acc, color=grey, linestyle=(0, (4, 2)), linewidth=1)
+        ax.annotate(text, (x, 100 * acc), xytext=(0, 3), textcoords="offset points",
+                    ha=align, fontsize=8, color="#555555")  # fmt: skip
+    ax.set_xlabel("Strong model calls (%)")
+    ax.set_ylabel("MMLU accuracy (%)")
+    ax.set_title(f"Request-level routing on MMLU ({results['prompts']} prompts)")
+    ax.set_xlim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="lower right")
+    common.save_figure(fig, path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m eval.routellm_mmlu",
+        description="RouteLLM MMLU benchmark (APGR, CPT) for gated_adaptive, linucb, random.",
+    )
+    common.add_common_arguments(parser, common.REPO_ROOT / "eval" / "out" / "routellm_mmlu")
+    parser.add_argument("--bins", type=int, default=10, help="sweep points (RouteLLM: 10)")
+    parser.add_argument("--seeds", type=int, default=3, help="linucb stream orders")
+    parser.add_argument("--alpha", type=float, default=0.5, help="linucb exploration alpha")
+    parser.add_argument("--random-iters", type=int, default=10, help="random router runs")
+    parser.add_argument("--limit", type=int, default=None, help="seeded subset (quick runs)")
+    args = parser.parse_args(argv)
+
+    data = load_mmlu(args.data)
+    if args.limit is not None and args.limit < len(data):
+        pick = np.sort(np.random.default_rng(0).choice(len(data), args.limit, replace=False))
+        data = data.subset(pick)
+    results = run(
+        data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
+        random_iters=args.random_iters, show=not args.quiet,
+    )  # fmt: skip
+    out: Path = args.out
+    common.write_json(out / "results.json", results)
+    plot_curves(results, out / "mmlu_curve.png")
+    markdown = render_markdown(results, figure="mmlu_curve.png")
+    (out / "summary.md").write_text(markdown, encoding="utf-8")
+    print(markdown)
+    print(f"\nwrote {out / 'results.json'}, {out / 'summary.md'}, {out / 'mmlu_curve.png'}")
+    return 0
+
+
+if __name__ == "__main__":
+    common.run_cli(main)
