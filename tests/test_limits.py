@@ -81,3 +81,34 @@ async def test_limits_fail_open_when_the_store_is_down() -> None:
 def test_retry_after_never_zero() -> None:
     assert seconds_to_next_minute(120.0) == 60
     assert seconds_to_next_minute(179.999) == 1
+
+
+def test_rate_limit_over_http_in_each_format() -> None:
+    import httpx
+
+    from servers import TOKEN, ServerThread, gateway_config
+    from tiergate.app import create_app
+    from tiergate.config import parse_config
+    from tiergate.sim.app import create_sim_app
+
+    with ServerThread(create_sim_app()) as sim:
+        cfg = gateway_config(sim.url)
+        cfg["workspaces"][0]["rate_limit_rpm"] = 2
+        with (
+            ServerThread(create_app(parse_config(cfg))) as gw,
+            httpx.Client(headers={"authorization": f"Bearer {TOKEN}"}, timeout=10) as c,
+        ):
+            body = {
+                "model": "openai/gpt-5-mini",
+                "max_tokens": 5,
+                "messages": [{"role": "user", "content": "x"}],
+            }
+            codes = [
+                c.post(f"{gw.url}/v1/chat/completions", json=body).status_code for _ in range(2)
+            ]
+            assert codes == [200, 200]
+            r = c.post(f"{gw.url}/v1/chat/completions", json=body)
+            assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+            assert r.json()["error"]["code"] == "rate_limit_exceeded"
+            r = c.post(f"{gw.url}/v1/messages", json=body)
+            assert r.status_code == 429 and r.json()["type"] == "error"

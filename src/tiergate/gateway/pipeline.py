@@ -31,6 +31,7 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
+from tiergate.gateway.limits import Limiter
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
 from tiergate.providers.base import Provider, UpstreamError
@@ -63,6 +64,7 @@ class Gateway:
         self.planner = planner
         self.recorder = recorder
         self.lanes = lanes
+        self.limiter = Limiter(planner.store)
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -93,6 +95,7 @@ class Gateway:
         plan: RoutePlan | None = None
         try:
             workspace = self.authenticate(request)
+            await self.limiter.admit(workspace.id, workspace.limits)
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
             try:
@@ -318,6 +321,8 @@ class Gateway:
         """Price the request and queue its usage row (never prompt text)."""
         model_cfg = target.model_config
         cost = request_cost(resp.usage, model_cfg, target.channel.config.type)
+        if ctx.workspace.limits.budget_usd_per_day is not None:
+            self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
         done = time.perf_counter()
         latency_ms = (done - ctx.started) * 1000
         u = resp.usage
