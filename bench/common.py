@@ -388,19 +388,29 @@ TOOLS = [
 COUNTER = "@@N@@"
 """Placeholder the load generator replaces with a per-request counter, so every
 request is a new turn (the engine deduplicates a repeated turn)."""
+SESSION_ID = "@@SID@@"
+"""Placeholder the load generator replaces with the session id (see agent_body)."""
 
 
-def agent_body(model: str, *, stream: bool = False) -> dict[str, Any]:
+def agent_body(
+    model: str, *, stream: bool = False, per_session_prefix: bool = False
+) -> dict[str, Any]:
     """A fixed agent-shaped chat request (~2.2k prompt tokens, tools, tool results).
 
     The latest message is a tool result carrying COUNTER, as in an agent loop.
+    `per_session_prefix` starts the system prompt with SESSION_ID, so every session
+    is its own prompt-cache identity at the simulator (a cold read then means the
+    session moved to another key or model).
     """
     source = "\n".join(
         f"func step{i}(ctx context.Context) error {{ return nil }}" for i in range(40)
     )
     tests = "\n".join(f"ok   pkg/pool/worker_{i}  0.0{i % 10}s" for i in range(25))
     messages: list[dict[str, Any]] = [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {
+            "role": "system",
+            "content": f"[{SESSION_ID}] {SYSTEM_PROMPT}" if per_session_prefix else SYSTEM_PROMPT,
+        },
         {"role": "user", "content": "The worker pool drops jobs on shutdown. Find and fix it."},
         {
             "role": "assistant",

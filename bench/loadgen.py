@@ -22,6 +22,7 @@ Each phase warms up (unrecorded), then runs until `requests` completed or
 body byte in microseconds, status counts, its own CPU seconds and the CPU
 seconds of every watched pid over the measured window. Phases sharing a
 `group` form a throughput sweep that stops once throughput stops rising.
+In the body, `@@N@@` becomes a per-request counter and `@@SID@@` the session id.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 COUNTER = "@@N@@"
+SESSION_ID = "@@SID@@"
 HOST = "127.0.0.1"
 FLAT_GAIN = 1.03
 """A sweep step must beat the best so far by 3% to count as still rising."""
@@ -135,6 +137,7 @@ class _Phase:
         pre, _, post = spec["body"].partition(COUNTER)
         self.pre, self.post = pre.encode(), post.encode()
         self.has_counter = COUNTER in spec["body"]
+        self.has_sid = SESSION_ID in spec["body"]
         head = f"POST {spec.get('path', '/v1/chat/completions')} HTTP/1.1\r\n"
         head += "content-type: application/json\r\n"
         for k, v in spec.get("headers", {}).items():
@@ -157,6 +160,8 @@ class _Phase:
             if self.turns_per_session:
                 sid += f"-{n // self.turns_per_session}"
             head += f"{self.session_header}: {sid}\r\n"
+        if self.has_sid:  # a per-session prompt prefix (a cache identity of its own)
+            body = body.replace(SESSION_ID.encode(), (sid or f"vu{vu}").encode())
         head += f"content-length: {len(body)}\r\n\r\n"
         return head.encode() + body, sid
 
@@ -174,25 +179,32 @@ async def _run(
     serial_base = phase.spec.get("_serial", 0)
     deadline = time.perf_counter() + duration
 
+    rotate = bool(phase.spec.get("rotate_ports", False))
+
     async def user(vu: int) -> None:
+        """One virtual user: requests back to back; with `rotate_ports` each request
+        of the user goes to the next port, so one session visits every instance."""
         nonlocal issued
-        port = phase.ports[vu % len(phase.ports)]
-        conn: _Conn | None = None
+        conns: dict[int, _Conn] = {}
+        k = 0
         while issued < requests and time.perf_counter() < deadline:
             issued += 1
             serial = serial_base + issued
+            port = phase.ports[(vu + (k if rotate else 0)) % len(phase.ports)]
+            k += 1
+            conn = conns.get(port)
             if conn is None or conn.closed:
                 if conn is not None:
                     conn.close()
                 try:
-                    _, proto = await loop.create_connection(
+                    _, conn = await loop.create_connection(
                         lambda: _Conn(phase.collect), phase.host, port
                     )
                 except OSError as err:
                     errors.append(f"connect: {err}")
                     await asyncio.sleep(0.01)
                     continue
-                conn = proto
+                conns[port] = conn
             data, sid = phase.request_bytes(vu, port, serial)
             t0 = time.perf_counter()
             try:
@@ -200,7 +212,7 @@ async def _run(
             except Exception as err:  # noqa: BLE001 - counted, then the next request
                 errors.append(type(err).__name__)
                 conn.close()
-                conn = None
+                conns.pop(port, None)
                 continue
             if not record:
                 continue
@@ -210,8 +222,8 @@ async def _run(
             ttfb.append(int(((conn.first_body or end) - t0) * 1e6))
             if phase.collect:
                 collected.append(_collect_row(conn, sid))
-        if conn is not None:
-            conn.close()
+        for c in conns.values():
+            c.close()
 
     start = time.perf_counter()
     await asyncio.gather(*(user(i) for i in range(concurrency)))
