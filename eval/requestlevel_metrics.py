@@ -191,6 +191,17 @@ def within_domain_auroc(scores: np.ndarray, labels: np.ndarray, domains: Sequenc
     return float(np.average(values, weights=weights)) if values else float("nan")
 
 
+def subject_correlation(scores: np.ndarray, labels: np.ndarray, domains: Sequence[str]) -> float:
+    """Pearson correlation, over subjects, of the mean score and the label rate."""
+    names = np.array(domains)
+    subjects = sorted(set(domains))
+    if len(subjects) < 3:
+        return float("nan")
+    means = [float(scores[names == s].mean()) for s in subjects]
+    rates = [float(labels[names == s].mean()) for s in subjects]
+    return float(np.corrcoef(means, rates)[0, 1])
+
+
 def mean_or_none(values: Sequence[float | None]) -> float | None:
     """The mean, or None when any value is None (a CPT some run never reached)."""
     known = [v for v in values if v is not None]

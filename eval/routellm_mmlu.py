@@ -41,6 +41,7 @@ from eval.requestlevel_metrics import (
     mean_or_none,
     optimal_accuracy,
     pgr,
+    subject_correlation,
     threshold_grid,
     verdict,
     with_endpoints,
@@ -338,6 +339,7 @@ def run(
             "auroc_strong_only": auroc(scored.scores, strong_only),
             "auroc_weak_wrong": auroc(scored.scores, ~data.weak),
             "auroc_within_domain": within_domain_auroc(scored.scores, strong_only, data.domains),
+            "subject_correlation": subject_correlation(scored.scores, strong_only, data.domains),
             "feature_auroc": {
                 name: auroc(np.array([x[k] for x in scored.contexts]), strong_only)
                 for k, name in enumerate(linucb.FEATURE_NAMES)
@@ -439,7 +441,8 @@ def render_markdown(results: dict[str, Any], figure: str | None = None) -> str:
         f"(only the weak one on {100 * d['weak_only_correct']:.1f}%). AUROC of the score for "
         f'those prompts: {d["auroc_strong_only"]:.3f}; for "weak model wrong": '
         f"{d['auroc_weak_wrong']:.3f} (0.5 = no information). Within one subject the "
-        f"score's AUROC averages {d['auroc_within_domain']:.3f}.",
+        f"score's AUROC averages {d['auroc_within_domain']:.3f}; across subjects, the mean "
+        f"score and the strong-only rate correlate at {d['subject_correlation']:.2f}.",
         "- AUROC of each bandit context feature for the strong-only prompts: "
         + ", ".join(f"{k} {v:.3f}" for k, v in d["feature_auroc"].items())
         + ".",

@@ -29,9 +29,11 @@ from eval.requestlevel_metrics import (  # noqa: E402
     iso_accuracy,
     optimal_accuracy,
     router_metrics,
+    subject_correlation,
     threshold_grid,
     verdict,
     with_endpoints,
+    within_domain_auroc,
 )
 
 from tiergate.routing.difficulty import full_score  # noqa: E402
@@ -78,6 +80,21 @@ def test_auroc_counts_ties_half_and_is_half_without_information() -> None:
     assert auroc(np.array([0.1, 0.4, 0.35, 0.8]), np.array([False, False, True, True])) == 0.75
     assert auroc(np.array([1.0, 1.0, 1.0, 1.0]), np.array([True, False, True, False])) == 0.5
     assert math.isnan(auroc(np.array([0.2, 0.3]), np.array([True, True])))
+
+
+def test_a_score_that_only_ranks_subjects_has_no_within_subject_auroc() -> None:
+    # subject "a": low scores, half need the strong model; subject "b": high scores,
+    # all need it. Overall the score looks informative; inside a subject it is flat.
+    scores = np.array([0.1, 0.1, 0.1, 0.1, 0.9, 0.9, 0.9])
+    labels = np.array([True, False, True, False, True, True, True])
+    domains = ["a"] * 4 + ["b"] * 3
+    assert auroc(scores, labels) > 0.7
+    assert within_domain_auroc(scores, labels, domains) == 0.5  # "b" has no negatives
+    assert math.isnan(subject_correlation(scores, labels, domains))  # two subjects only
+    three = [*domains, "c"]
+    # subject means (0.1, 0.9, 0.5), rates (0.5, 1, 0): r = 0.2 / sqrt(0.32 x 0.5) = 0.5
+    corr = subject_correlation(np.append(scores, 0.5), np.append(labels, False), three)
+    assert corr == pytest.approx(0.5)
 
 
 def test_threshold_grid_spans_all_strong_to_none_strong() -> None:
