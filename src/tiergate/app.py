@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,7 +17,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tiergate import db
-from tiergate.config import GatewayConfig
+from tiergate.api.admin import admin_routes
+from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
+from tiergate.api.feedback import handle_feedback
+from tiergate.api.metrics_http import metrics_endpoint
+from tiergate.api.openapi import openapi_document
+from tiergate.config import GatewayConfig, source_document
+from tiergate.config_store import (
+    ConfigRepository,
+    ConfigSync,
+    MemoryConfigRepository,
+    SqlConfigRepository,
+)
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI
@@ -46,10 +58,21 @@ class AppState:
     recorder: Recorder
     store: StateStore
     extras: dict[str, Any] = field(default_factory=dict)
+    config_sync: ConfigSync | None = None
 
 
-def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlette:
-    """Build the gateway ASGI app. Nothing touches the network until start-up."""
+def create_app(
+    cfg: GatewayConfig,
+    *,
+    spool_path: str | None = None,
+    env: Mapping[str, str] | None = None,
+) -> Starlette:
+    """Build the gateway ASGI app. Nothing touches the network until start-up.
+
+    `env` (default os.environ) supplies TIERGATE_ADMIN_TOKEN and ${VAR}
+    expansion when a stored config version is loaded.
+    """
+    env = dict(os.environ if env is None else env)
     http = UpstreamHTTP(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,
@@ -70,6 +93,30 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
     )
     state = AppState(cfg, gateway, http, recorder, store)
 
+    def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
+        gateway.reload(new_cfg, reenabled)
+        state.cfg = new_cfg
+
+    repo: ConfigRepository = (
+        SqlConfigRepository(engine) if engine is not None else MemoryConfigRepository()
+    )
+    sync = ConfigSync(
+        repo,
+        store,
+        source_document(cfg),
+        apply_config,
+        poll_seconds=cfg.server.config_poll_seconds,
+        env=env,
+    )
+    state.config_sync = sync
+    admin = AdminContext(
+        state,
+        sync,
+        engine,
+        TokenCheck(admin_token_from(cfg, env)),
+        TokenCheck(cfg.server.metrics_token),
+    )
+
     async def chat_completions(request: Request) -> Response:
         return await gateway.handle(OPENAI, request)
 
@@ -85,15 +132,26 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             gateway.authenticate(request)
         except GatewayError as err:
             return gateway.error_response(OPENAI, err, {})
+        live = gateway.cfg  # follows live config reloads
         data = [
             {"id": name, "object": "model", "created": 0, "owned_by": "tiergate"}
-            for name in cfg.exposed_models()
+            for name in live.exposed_models()
         ]
         data += [
             {"id": f"orcarouter/{r.name}", "object": "model", "created": 0, "owned_by": "router"}
-            for r in cfg.routers
+            for r in live.routers
+            if r.enabled
         ]
         return _json({"object": "list", "data": data})
+
+    async def feedback(request: Request) -> Response:
+        return await handle_feedback(gateway, engine, recorder, request)
+
+    async def prometheus(request: Request) -> Response:
+        return await metrics_endpoint(admin, request)
+
+    async def openapi(request: Request) -> Response:
+        return _json(openapi_document())
 
     async def healthz(request: Request) -> Response:
         return _json({"status": "ok"})
@@ -139,10 +197,16 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
                 log.warning(
                     "database not reachable at start-up", extra={"error": type(err).__name__}
                 )
+        try:
+            await sync.bootstrap()  # file-versus-database precedence (config_store)
+        except Exception as err:  # noqa: BLE001 - the poll retries; the file config serves
+            log.warning("stored config not loaded at start-up", extra={"error": type(err).__name__})
+        sync.start()
         recorder.start()
         try:
             yield
         finally:
+            await sync.close()
             await gateway.drain()
             await recorder.close()
             await http.close()
@@ -161,6 +225,10 @@ def create_app(cfg: GatewayConfig, *, spool_path: str | None = None) -> Starlett
             Route("/v1/orcarouter/explain", explain, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
+            Route("/v1/feedback", feedback, methods=["POST"]),
+            Route("/metrics", prometheus, methods=["GET"]),
+            Route("/openapi.json", openapi, methods=["GET"]),
+            *admin_routes(admin),
         ],
         exception_handlers={404: not_found, 405: not_found, Exception: server_error},
         lifespan=lifespan,
