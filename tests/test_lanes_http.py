@@ -139,9 +139,9 @@ def observe(sim: Sim, g: Gateway) -> dict[str, Any]:
         r = post(g.url, path, body)
         headers = {k: v for k, v in r.headers.items() if k not in ("x-orca-request-id", "date")}
         replies.append((r.status_code, headers, normalized(r.content)))
-    secret_free = ("authorization", "x-api-key")  # which of a channel's keys served is random
+    key_headers = ("authorization", "x-api-key")  # which of a channel's keys served is random
     upstream = [
-        (u.path, {k: v for k, v in u.headers.items() if k not in secret_free}, u.body)
+        (u.path, {k: v for k, v in u.headers.items() if k not in key_headers}, u.body)
         for u in sim.recorder.seen
     ]
     billed: dict[tuple[str, str], dict[str, int]] = {}
