@@ -1,0 +1,121 @@
+"""Tiny runs of every benchmark in bench/ (--quick), so they cannot rot.
+
+Each runs as its own command, exactly as documented, with real processes on
+loopback, and writes its JSON to a temporary directory; the assertions check
+that the figures exist and are sane, not that they are fast.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conftest import REDIS_URL, _reachable
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "bench"
+
+
+def _redis_up() -> bool:
+    return _reachable("127.0.0.1", 6379) if "127.0.0.1:6379" in REDIS_URL else True
+
+
+def run_bench(script: str, out: Path, *args: str, timeout: float = 60) -> dict[str, Any]:
+    env = {**os.environ, "TIERGATE_BENCH_OUT": str(out), "TIERGATE_BENCH_REDIS_URL": REDIS_URL}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--quick", *args],
+        capture_output=True,
+        timeout=timeout,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout.decode()[-2000:] + proc.stderr.decode()[-3000:]
+    assert b"JSON: " in proc.stdout
+    name = proc.stdout.decode().rsplit("JSON: ", 1)[1].strip()
+    data: dict[str, Any] = json.loads(Path(name).read_text())
+    return data
+
+
+def test_overhead_measures_direct_and_through_side_by_side(tmp_path: Path) -> None:
+    data = run_bench("bench_overhead.py", tmp_path)
+    target = data["targets"]["tiergate agent/memory"]
+    modes = {(p["mode"], p["concurrency"]) for p in target["points"]}
+    assert modes == {("nonstream", 1), ("nonstream", 4), ("stream", 1), ("stream", 4)}
+    for p in target["points"]:
+        assert p["errors"] == 0 and p["non_200"] == 0
+        assert p["direct"]["n"] > 0 and p["through"]["n"] > 0
+        assert p["through"]["p50_ms"] > 0 and p["loadgen_cpu_us_per_req"] > 0
+    assert target["sweep"]["max_rps"] > 0
+    assert data["machine"]["nproc"] >= 1
+
+
+def test_engine_counts_store_round_trips_and_depth(tmp_path: Path) -> None:
+    data = run_bench("bench_engine.py", tmp_path, *([] if _redis_up() else ["--no-redis"]))
+    memory = data["per_turn"][0]
+    assert memory["state"] == "memory" and memory["store_calls_per_request"] >= 1
+    assert memory["plan_us_p50"] > 0
+    assert data["depth"]["turn_200"]["messages"] > data["depth"]["turn_2"]["messages"]
+    assert data["depth"]["plan_ratio"] > 0
+    assert all(r["turns_per_s"] > 0 for r in data["replay"])
+    if _redis_up():
+        redis = data["per_turn"][1]
+        assert redis["wire_round_trips_plan"] >= 1  # the counter sees real Redis traffic
+
+
+def test_scale_fleet_keeps_pins_and_the_share_cap(tmp_path: Path, redis_url: str) -> None:
+    data = run_bench("bench_scale.py", tmp_path)
+    (fleet,) = data["fleets"]
+    assert fleet["processes"] == 2 and fleet["errors"] == 0 and fleet["requests"] > 0
+    assert fleet["pins_hold"], fleet["pins"]
+    assert fleet["strong_share_after_warmup_pct"] <= data["cap_percent"] + 10
+
+
+def test_memory_reports_rss_and_redis_bytes_per_session(tmp_path: Path) -> None:
+    data = run_bench("bench_memory.py", tmp_path, *([] if _redis_up() else ["--no-redis"]))
+    m = data["memory"]
+    assert m["rss_idle_mb"] > 10 and m["sessions"] == 200
+    assert m["rss_after_sessions_mb"] >= m["rss_idle_mb"] * 0.9
+    if _redis_up():
+        r = data["redis"]
+        assert r["sessions"] == 100 and r["keys_per_session"] >= 1 and r["bytes_per_session"] > 0
+
+
+def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import bench_litellm
+    finally:
+        sys.path.remove(str(BENCH))
+    exe, note = bench_litellm.ensure_venv(tmp_path / "no-venv", install=False)
+    assert exe is None and "not installed" in note
+    cfg = bench_litellm.litellm_config("http://127.0.0.1:4010")
+    assert cfg["model_list"][0]["litellm_params"]["api_base"] == "http://127.0.0.1:4010/v1"
+    assert bench_litellm.OFFLINE_ENV["LITELLM_LOCAL_MODEL_COST_MAP"] == "True"
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_litellm.py"), "--help"], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 0 and b"--litellm-venv" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "bench_overhead.py",
+        "bench_engine.py",
+        "bench_scale.py",
+        "bench_memory.py",
+        "profile_gateway.py",
+        "bench_stack.py",
+    ],
+)
+def test_every_benchmark_has_help(script: str) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), "--help"], capture_output=True, timeout=30
+    )
+    assert proc.returncode == 0 and b"--" in proc.stdout
