@@ -149,11 +149,14 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             body = await self.read_json(request)
+            body, turn = self.lanes.extract(body)  # validated and removed, never leased here
             try:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
-            plan = await self.planner.plan(req, body, request.headers, workspace, "explain")
+            plan = await self.planner.plan(
+                req, body, request.headers, workspace, "explain", lane_turn=turn is not None
+            )
         except GatewayError as err:
             return self.error_response(fmt, err, dict(err.headers or {}))
         return Response(orjson.dumps(describe_plan(plan, req)), 200, media_type=JSON)
