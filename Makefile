@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench clean
+.PHONY: run test lint typecheck pytest bench clean soak soak-short
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -25,6 +25,13 @@ pytest: $(BIN)/.installed
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
+
+# Soak: mixed agent sessions through two gateways on Redis + PostgreSQL (docs/reliability.md).
+soak: $(BIN)/.installed
+	$(BIN)/python bench/soak.py --minutes 30 --out bench/out/soak.json
+
+soak-short: $(BIN)/.installed
+	TIERGATE_SOAK_SECONDS=120 $(BIN)/pytest -q tests/test_soak.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
