@@ -247,7 +247,9 @@ async def label_shadow(ctx: AdminContext, request: Request) -> Response:
     try:
         audit_id = int(request.path_params["id"])
     except ValueError:
-        raise not_found(f"shadow decision {request.path_params['id']!r}") from None
+        audit_id = -1
+    if not 0 <= audit_id < 2**63:
+        raise not_found(f"shadow decision {request.path_params['id']!r}")
     correct, hard, note = _label_body(await read_body(request))
     engine = await ctx.fresh_engine()
     a, s = audit_table, shadow_labels_table
