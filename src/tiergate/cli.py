@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from tiergate.config import ConfigError, GatewayConfig, load_config
+from tiergate.replay_cli import add_replay_parser
 
 BANNER = """
 ================================================================================
@@ -258,6 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="also create the session_tiers table in this SQLite file",
     )
     dm.set_defaults(func=cmd_db_migrate)
+    add_replay_parser(sub)
     return p
 
 

@@ -1,0 +1,170 @@
+"""The `tiergate replay` commands: replay, export, report (parsers in tiergate.replay_cli)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import shlex
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from tiergate.replay.corpus import CorpusError, write_corpus
+from tiergate.replay.generator import DEFAULT_SEED, DEFAULT_SESSIONS, generate_corpus
+from tiergate.replay_cli import POLICY_NAMES
+
+Progress = Callable[[int], None]
+
+
+@contextmanager
+def progress_bar(total: int, enabled: bool, desc: str) -> Iterator[Progress]:
+    """A tqdm bar on stderr counting replayed turns (silent when disabled or not a TTY)."""
+    from tqdm import tqdm
+
+    bar = tqdm(total=total, unit="turn", desc=desc, disable=not enabled, file=sys.stderr,
+               dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+    try:
+        yield bar.update
+    finally:
+        bar.close()
+
+
+def _show_progress(args: argparse.Namespace) -> bool:
+    return not args.no_progress and sys.stderr.isatty()
+
+
+def _load(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str] | None:
+    from tiergate.replay.pipeline import load_or_generate
+
+    try:
+        return load_or_generate(args.corpus, args.seed, args.sessions)
+    except CorpusError as err:
+        print(f"{args.corpus}: {len(err.problems)} problem(s):", file=sys.stderr)
+        for p in err.problems[:20]:
+            print(f"  - {p}", file=sys.stderr)
+        return None
+    except OSError as err:
+        print(f"{args.corpus}: cannot read ({err.strerror})", file=sys.stderr)
+        return None
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    corpus = generate_corpus(args.seed, args.sessions)
+    if args.out == "-":
+        write_corpus(corpus, sys.stdout.buffer)
+    else:
+        with open(args.out, "wb") as fh:
+            n = write_corpus(corpus, fh)
+        print(f"wrote {n} sessions to {args.out}", file=sys.stderr)
+    return 0
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from tiergate.replay.pipeline import prepare, run_policies, store_for
+
+    loaded = _load(args)
+    if loaded is None:
+        return 2
+    corpus, source = loaded
+    try:
+        store_factory, _ = store_for(args.state)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    turns = sum(len(d["turns"]) for d in corpus)
+    runs = len(args.policy or POLICY_NAMES) + (1 if args.e2e else 0)
+    with progress_bar(turns * (1 + runs), _show_progress(args), "replay") as bar:
+        prep = prepare(corpus, source, bar)
+        doc = asyncio.run(
+            run_policies(prep, args.policy, store_factory, args.e2e, args.e2e_sessions, bar)
+        )
+    print(summary_table(doc["policies"]))
+    if "e2e" in doc:
+        e = doc["e2e"]
+        print(
+            f"e2e: {e['requests']} requests, billed ${e['billed_usd']['total']:.4f}, "
+            f"model ${e['model_usd']['total']:.4f}, cache hit rate billed "
+            f"{100 * e['cache_hit_rate']['billed']:.1f}% / model {100 * e['cache_hit_rate']['model']:.1f}%"
+        )
+    if args.json:
+        _write_json(doc, args.json)
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tiergate.replay import figures
+    from tiergate.replay.pipeline import REPORT_ENGINE_RUNS, prepare, run_report, store_for
+    from tiergate.replay.report import metrics_document, render
+
+    loaded = _load(args)
+    if loaded is None:
+        return 2
+    corpus, source = loaded
+    try:
+        store_factory, label = store_for(args.state)
+    except ValueError as err:
+        print(err, file=sys.stderr)
+        return 2
+    out = Path(args.out)
+    turns = sum(len(d["turns"]) for d in corpus)
+    total = turns * (1 + REPORT_ENGINE_RUNS + (0 if args.no_e2e else 1))
+    with progress_bar(total, _show_progress(args), "report") as bar:
+        prep = prepare(corpus, source, bar)
+        results = asyncio.run(
+            run_report(prep, store_factory, label, not args.no_e2e, args.e2e_sessions, bar)
+        )
+    results["command"] = _report_command(args)
+    made = figures.write_all(results, out / "figures")
+    (out / "replay.md").write_text(render(results, made), encoding="utf-8")
+    _write_json(metrics_document(results), str(out / "replay-metrics.json"))
+    print(f"wrote {out / 'replay.md'}, {len(made)} figures, {out / 'replay-metrics.json'} "
+          f"in {results['runtime_seconds']:.0f} s", file=sys.stderr)  # fmt: skip
+    for t in results["targets"]:
+        print(f"  [{'met' if t['met'] else 'NOT met'}] {t['target']}: {t['result']}")
+    return 0
+
+
+def _report_command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this report (for the report's last section)."""
+    parts = ["tiergate", "replay", "report"]
+    if args.corpus:
+        parts += ["--corpus", args.corpus]
+    elif args.seed != DEFAULT_SEED or args.sessions != DEFAULT_SESSIONS:
+        parts += ["--seed", str(args.seed), "--sessions", str(args.sessions)]
+    if args.state != "memory":
+        parts += ["--state", "URL"]
+    if args.no_e2e:
+        parts.append("--no-e2e")
+    elif args.e2e_sessions:
+        parts += ["--e2e-sessions", str(args.e2e_sessions)]
+    parts += ["--out", args.out]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
+def _write_json(doc: dict[str, Any], path: str) -> None:
+    from tiergate.replay.report import public
+
+    data = orjson.dumps(public(doc), option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+    if path == "-":
+        sys.stdout.buffer.write(data + b"\n")
+    else:
+        Path(path).write_bytes(data + b"\n")
+
+
+def summary_table(policies: dict[str, Any]) -> str:
+    """A compact fixed-width table of the headline metrics per policy."""
+    head = f"{'policy':<26}{'$/1k sess':>11}{'coverage':>10}{'strong':>8}{'escal.':>8}{'FP':>5}{'missed':>8}{'latency':>9}{'cache':>8}"
+    lines = [head, "-" * len(head)]
+    for name, p in policies.items():
+        lat = p["escalation_latency_turns"]
+        lines.append(
+            f"{name:<26}{p['cost_per_1k_sessions']:>11.2f}"
+            f"{100 * (p['hard_turn_coverage'] or 0):>9.1f}%{100 * (p['strong_turn_share'] or 0):>7.1f}%"
+            f"{p['sessions_escalated']:>8}{p['false_positive_sessions']:>5}{p['missed_sessions']:>8}"
+            f"{'-' if lat is None else f'{lat:.2f}':>9}{100 * (p['cache_hit_rate'] or 0):>7.1f}%"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,106 @@
+"""The `tiergate replay` command line, registered on the main CLI with one call.
+
+    tiergate replay [--corpus FILE.jsonl] [--policy NAME ...] [--json OUT] [--seed N]
+                    [--state URL] [--e2e]
+    tiergate replay export [--seed N] [--out FILE.jsonl]
+    tiergate replay report [--corpus FILE.jsonl] [--out DIR] [--no-e2e] [--state URL]
+
+Only argument parsing lives here, with no heavy imports, so every other
+`tiergate` command starts as fast as before; the commands themselves are in
+`tiergate.replay.commands` and load on use.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import Any
+
+DEFAULT_SEED = 20260814
+DEFAULT_SESSIONS = 400
+#: Policy names `--policy` accepts (tiergate.replay.experiments.policy_list, checked by tests).
+POLICY_NAMES = (
+    "always-cheap",
+    "always-cheap-affinity",
+    "always-frontier",
+    "always-frontier-affinity",
+    "escalation",
+    "escalation-uncapped",
+)
+
+
+def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        from tiergate.replay import commands
+
+        result: int = getattr(commands, name)(args)
+        return result
+
+    return run
+
+
+def _add_common(p: argparse.ArgumentParser, *, corpus: bool = True) -> None:
+    if corpus:
+        p.add_argument(
+            "--corpus", metavar="FILE.jsonl", help="replay this corpus instead of generating one"
+        )
+    p.add_argument(
+        "--seed", type=int, default=DEFAULT_SEED, help=f"generator seed (default {DEFAULT_SEED})"
+    )
+    p.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, metavar="N",
+                   help=f"sessions to generate (default {DEFAULT_SESSIONS})")  # fmt: skip
+
+
+def _add_run(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--state", metavar="URL", default="memory",
+                   help="state store: 'memory' (default) or redis://host:port/db")  # fmt: skip
+    p.add_argument("--e2e-sessions", type=int, metavar="N", default=None,
+                   help="end-to-end mode: replay every k-th session so N are sent (default all)")  # fmt: skip
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_replay_parser(subparsers: Any) -> None:
+    """Register `replay` (with `export` and `report`) on the main CLI's subparsers."""
+    r = subparsers.add_parser(
+        "replay",
+        help="replay sessions through the real escalation engine",
+        description="Replay multi-turn sessions turn by turn through tiergate's escalation "
+        "engine on a simulated clock and report cost, coverage and precision per policy. "
+        "Without --corpus it generates the seeded default corpus (400 sessions).",
+    )
+    _add_common(r)
+    _add_run(r)
+    r.add_argument("--policy", nargs="+", metavar="NAME", choices=POLICY_NAMES,
+                   help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}")  # fmt: skip
+    r.add_argument("--json", metavar="OUT", help="write the metrics JSON here ('-' for stdout)")
+    r.add_argument("--e2e", action="store_true",
+                   help="also send the sessions over HTTP through a gateway to the simulator")  # fmt: skip
+    r.set_defaults(func=_lazy("cmd_replay"))
+    sub = r.add_subparsers(dest="replay_command", metavar="SUBCOMMAND")
+
+    e = sub.add_parser(
+        "export",
+        help="write the generated corpus as JSONL",
+        description="Write the seeded default corpus in the replay corpus format (JSONL).",
+    )
+    _add_common(e, corpus=False)
+    e.add_argument("--out", metavar="FILE.jsonl", default="-", help="output file (default stdout)")
+    e.set_defaults(func=_lazy("cmd_export"))
+
+    rep = sub.add_parser(
+        "report",
+        help="run every experiment and write the Markdown report, figures and metrics JSON",
+        description="Run the seven experiments (main replay, policies, threshold sweep, "
+        "adversarial cap run, prevalence, latency, end to end) and write OUT/replay.md, "
+        "OUT/figures/replay-*.png and OUT/replay-metrics.json.",
+    )
+    _add_common(rep)
+    _add_run(rep)
+    rep.add_argument(
+        "--out",
+        metavar="DIR",
+        default="replay-report",
+        help="output directory (default replay-report)",
+    )
+    rep.add_argument("--no-e2e", action="store_true", help="skip the end-to-end HTTP experiment")
+    rep.set_defaults(func=_lazy("cmd_report"))
