@@ -4,11 +4,15 @@ any raw secret (provider keys, workspace tokens, the admin token)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import httpx
 
 from servers import TOKEN, ServerThread, gateway_config
@@ -29,12 +33,13 @@ STRONG = "anthropic/claude-sonnet-4-5"
 WEAK = "openai/gpt-5-mini"
 
 
-def admin_config(sim_url: str, db_path: str | None, **overrides: Any) -> dict[str, Any]:
-    """servers.gateway_config with long, realistic keys and a SQLite database."""
+def admin_config(sim_url: str, db: str | None, **overrides: Any) -> dict[str, Any]:
+    """servers.gateway_config with long, realistic keys and a database: a SQLite
+    file path, a database URL, or None for none."""
     cfg = gateway_config(sim_url)
     for ch in cfg["channels"]:
         ch["keys"] = list(KEYS[ch["name"]])
-    cfg["database"] = {"url": f"sqlite:///{db_path}" if db_path else ""}
+    cfg["database"] = {"url": "" if db is None else db if "://" in db else f"sqlite:///{db}"}
     cfg["server"]["config_poll_seconds"] = 0.2
     cfg.update(overrides)
     return cfg
@@ -49,6 +54,32 @@ def escalating_router(name: str = "esc", **escalation: Any) -> dict[str, Any]:
         "default_model": WEAK,
         "escalation": {"mode": "manual", **escalation},
     }
+
+
+@contextlib.contextmanager
+def database(kind: str, folder: Path, postgres_url: str | None = None) -> Iterator[str]:
+    """A fresh database URL: a SQLite file, or a throwaway PostgreSQL database
+    (created on the server of `postgres_url`, dropped afterwards)."""
+    if kind == "sqlite":
+        yield str(folder / "tg.db")
+        return
+    assert postgres_url is not None
+    name = f"tg_admin_{uuid.uuid4().hex[:12]}"
+    parts = urlsplit(postgres_url)
+    admin_url = urlunsplit(parts._replace(scheme="postgresql"))
+
+    async def run(sql: str) -> None:
+        conn = await asyncpg.connect(admin_url)
+        try:
+            await conn.execute(sql)
+        finally:
+            await conn.close()
+
+    asyncio.run(run(f"CREATE DATABASE {name}"))
+    try:
+        yield urlunsplit(parts._replace(path=f"/{name}"))
+    finally:
+        asyncio.run(run(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
 
 
 @contextlib.contextmanager

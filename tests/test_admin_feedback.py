@@ -17,6 +17,7 @@ from admin_support import (
     AdminClient,
     admin_config,
     chat,
+    database,
     escalating_router,
     gateway,
 )
@@ -24,16 +25,20 @@ from servers import TOKEN, ServerThread
 from tiergate.sim.app import create_sim_app
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, AdminClient]]:
-    db = tmp_path_factory.mktemp("feedback") / "tg.db"
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerThread, AdminClient]]:
+    pg = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    folder = tmp_path_factory.mktemp("feedback")
     routers = [
         {"name": "bandit", "allowed_models": ["openai/*"], "strategy": "linucb"},
         escalating_router("esc"),
     ]
     with (
+        database(request.param, folder, pg) as db,
         ServerThread(create_sim_app()) as sim,
-        gateway(admin_config(sim.url, str(db), routers=routers)) as pair,
+        gateway(admin_config(sim.url, db, routers=routers)) as pair,
     ):
         yield pair
 

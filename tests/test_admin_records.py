@@ -18,6 +18,7 @@ from admin_support import (
     AdminClient,
     admin_config,
     chat,
+    database,
     error_of,
     escalating_router,
     gateway,
@@ -32,18 +33,22 @@ LONG_SYSTEM = "You are a careful coding agent. " + " ".join(
 )
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Any]]:
     """One gateway with traffic: an escalated-then-reset session, a capped
-    router's denial, and a warm prompt-cache conversation."""
-    db = tmp_path_factory.mktemp("records") / "tg.db"
-    with ServerThread(create_sim_app()) as sim:
+    router's denial, and a warm prompt-cache conversation. Every query runs on
+    SQLite and on PostgreSQL."""
+    pg = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    folder = tmp_path_factory.mktemp("records")
+    with database(request.param, folder, pg) as db, ServerThread(create_sim_app()) as sim:
         routers = [
             escalating_router("esc"),
             escalating_router("capped", share_cap_percent=0),
             {"name": "coding", "allowed_models": ["openai/*"], "strategy": "cheapest"},
         ]
-        with gateway(admin_config(sim.url, str(db), routers=routers)) as (gw, admin):
+        with gateway(admin_config(sim.url, db, routers=routers)) as (gw, admin):
             started = time.time()
             r1 = chat(gw, "orcarouter/esc", "First", session="sess-1")
             r2 = chat(
@@ -138,6 +143,17 @@ def test_reset_is_audited_and_does_not_refund_the_session_cap(env: dict[str, Any
     nothing = admin.post("/sessions/default/never-seen/reset?router=esc").json()
     assert nothing["routers"][0]["changed"] is False
     assert admin.post("/sessions/default/sess-1/reset?router=coding").status_code == 409
+
+
+def test_quality_gate_and_shadow_queries_on_a_router_without_labels(env: dict[str, Any]) -> None:
+    admin: AdminClient = env["admin"]
+    (q,) = admin.get("/stats/quality?router=esc").json()["routers"]
+    assert q["precision"] is None and q["gate"]["labels"] == 0
+    assert q["escalation_latency"]["feedback"]["sessions_escalated"] == 1
+    assert q["escalation_latency"]["feedback"]["sessions_measured"] == 0  # nobody rated
+    assert admin.get("/shadow").json()["items"] == []
+    gate = admin.get("/routers/esc/gate").json()
+    assert gate["open"] is False and gate["live_percent"] == 0  # manual: nothing auto
 
 
 # ---- audit and usage -----------------------------------------------------------------------------

@@ -11,7 +11,15 @@ from typing import Any
 
 import pytest
 
-from admin_support import AdminClient, admin_config, chat, error_of, escalating_router, gateway
+from admin_support import (
+    AdminClient,
+    admin_config,
+    chat,
+    database,
+    error_of,
+    escalating_router,
+    gateway,
+)
 from servers import ServerThread
 from tiergate.sim.app import create_sim_app
 
@@ -36,13 +44,18 @@ def failing_turn(i: int) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def shadowed(tmp_path: Path) -> Iterator[tuple[ServerThread, AdminClient]]:
-    """A router in shadow (auto, rollout 0) with three shadow decisions recorded."""
+def shadowed(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[tuple[ServerThread, AdminClient]]:
+    """A router in shadow (auto, rollout 0) with three shadow decisions recorded.
+    SQLite unless a test asks for "postgresql" (indirect parametrization)."""
+    kind = getattr(request, "param", "sqlite")
+    pg = request.getfixturevalue("postgres_url") if kind == "postgresql" else None
     router = escalating_router(
         "canary", mode="auto", rollout_percent=0, strike_threshold=1, gate_min_labels=3
     )
-    with ServerThread(create_sim_app()) as sim:
-        doc = admin_config(sim.url, str(tmp_path / "tg.db"), routers=[router])
+    with database(kind, tmp_path, pg) as db, ServerThread(create_sim_app()) as sim:
+        doc = admin_config(sim.url, db, routers=[router])
         with gateway(doc) as (gw, admin):
             for i in range(3):
                 r = chat(gw, "orcarouter/canary", session=f"loop-{i}", messages=failing_turn(i))
@@ -63,6 +76,7 @@ def test_shadow_decisions_carry_their_evidence(shadowed: tuple[ServerThread, Adm
     assert admin.get("/shadow?labelled=maybe").status_code == 400
 
 
+@pytest.mark.parametrize("shadowed", ["sqlite", "postgresql"], indirect=True)
 def test_gate_refuses_rollout_until_precision_holds(
     shadowed: tuple[ServerThread, AdminClient],
 ) -> None:
