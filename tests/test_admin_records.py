@@ -168,6 +168,7 @@ def test_audit_filters(env: dict[str, Any]) -> None:
     assert {e["event"] for e in both} >= {"escalated", "denied_cap"}
     assert all(e["event"] in ("escalated", "denied_cap") for e in both)
     assert admin.get("/audit?workspace=default&event=escalated").json()["items"] == esc
+    assert esc[0]["workspace_name"] == "default"  # the row itself holds the workspace id
     assert admin.get("/audit?workspace=other&event=escalated").json()["items"] == []
     assert admin.get(f"/audit?until={env['started']}").json()["items"] == []
     iso = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(env["started"] - 1))

@@ -118,6 +118,9 @@ async def _listing(
         rows = [dict(r._mapping) for r in await conn.execute(q)]
     if fmt == "csv":
         return _csv(rows, [c.name for c in table.columns], name)
+    names = {workspace_id(w.name): w.name for w in ctx.cfg.workspaces}
+    for row in rows:  # escalation audit rows carry the workspace's id: name it
+        row["workspace_name"] = names.get(row["workspace"], row["workspace"])
     return json_response({"items": rows, "limit": limit, "offset": offset})
 
 
