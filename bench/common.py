@@ -28,7 +28,7 @@ import orjson
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT_DIR = ROOT / "bench" / "out"
+OUT_DIR = Path(os.environ.get("TIERGATE_BENCH_OUT") or ROOT / "bench" / "out")
 PYTHON = sys.executable
 HOST = "127.0.0.1"
 TOKEN = "tg-bench-token"
@@ -72,6 +72,8 @@ def machine_info() -> dict[str, Any]:
             versions[mod] = __import__(mod).__version__
     return {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "src_modified": bool(_git("status", "--porcelain", "--", "src")),
         "nproc": os.cpu_count(),
         "cpu_model": cpu,
         "ram_gib": round(ram / 2**30, 1),
@@ -79,6 +81,17 @@ def machine_info() -> dict[str, Any]:
         "kernel": platform.release(),
         "versions": versions,
     }
+
+
+def _git(*args: str) -> str:
+    """The code the figures belong to (the gateway processes run this tree)."""
+    try:
+        done = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return done.stdout.decode().strip() if done.returncode == 0 else ""
 
 
 def cpu_layout() -> tuple[int | None, int | None]:
@@ -472,13 +485,22 @@ def summarize_us(samples: Sequence[float]) -> dict[str, float]:
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A GitHub-markdown table (readable in a terminal too)."""
     cells = [[_cell(v) for v in row] for row in rows]
+    numeric = [
+        all(isinstance(r[i], int | float) or r[i] is None for r in rows)
+        for i in range(len(headers))
+    ]
     widths = [
         max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
     ]
     line = "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |"
     sep = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
     body = [
-        "| " + " | ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in cells
+        "| "
+        + " | ".join(
+            c.rjust(w) if num else c.ljust(w) for c, w, num in zip(r, widths, numeric, strict=True)
+        )
+        + " |"
+        for r in cells
     ]
     return "\n".join([line, sep, *body])
 
@@ -498,16 +520,19 @@ def write_result(name: str, payload: dict[str, Any]) -> Path:
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     path = OUT_DIR / f"{name}-{stamp}.json"
-    data = orjson.dumps(payload, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+    data = orjson.dumps(
+        payload, default=str, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY
+    )
     path.write_bytes(data)
     (OUT_DIR / f"{name}-latest.json").write_bytes(data)
     return path
 
 
 def print_machine(info: dict[str, Any]) -> None:
+    dirty = " (src modified)" if info.get("src_modified") else ""
     print(
         f"# {info['date_utc']}  {info['nproc']} cores  {info['cpu_model']}  "
-        f"{info['ram_gib']} GiB  Python {info['python']}"
+        f"{info['ram_gib']} GiB  Python {info['python']}  commit {info.get('commit')}{dirty}"
     )
 
 

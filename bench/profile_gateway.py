@@ -66,14 +66,17 @@ def summarize(stacks: list[tuple[list[str], int]], top: int) -> dict[str, Any]:
     self_time: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
     areas: Counter[str] = Counter()
+    roots: Counter[str] = Counter()
     for frames, count in stacks:
         frames = [f for f in frames if not f.startswith(("process ", "thread "))]
         if not frames:
             continue
         self_time[frames[-1]] += count
         areas[area_of(frames[-1])] += count
+        roots[frames[0]] += count
         for f in set(frames):
-            inclusive[f] += count
+            if "tiergate/" in f and "tiergate/__main__" not in f and "tiergate/cli" not in f:
+                inclusive[f] += count
 
     def rows(c: Counter[str]) -> list[list[Any]]:
         return [[f, round(100 * n / total, 1)] for f, n in c.most_common(top)]
@@ -83,6 +86,7 @@ def summarize(stacks: list[tuple[list[str], int]], top: int) -> dict[str, Any]:
         "self": rows(self_time),
         "inclusive": rows(inclusive),
         "areas": [[a, round(100 * n / total, 1)] for a, n in areas.most_common()],
+        "roots": [[r, round(100 * n / total, 1)] for r, n in roots.most_common(5)],
     }
 
 
@@ -108,6 +112,7 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument("--keep", type=Path, help="also copy py-spy's raw collapsed stacks here")
     p.add_argument(
         "--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     )
@@ -169,6 +174,8 @@ def main() -> int:
         sim.stop()
         if args.state == "redis":
             common.redis_cleanup(prefix)
+    if args.keep:
+        shutil.copy(raw, args.keep)
     summary = summarize(parse_collapsed(raw.read_text()), args.top)
     gw_us = res["watch_cpu_s"]["gateway"] / max(1, res["count"]) * 1e6
     print(
@@ -179,8 +186,10 @@ def main() -> int:
     print(common.table(["area", "%"], summary["areas"]))
     print("\n## Top functions by self time\n")
     print(common.table(["function", "% self"], [[short(f), v] for f, v in summary["self"]]))
-    print("\n## Top functions by inclusive time\n")
+    print("\n## tiergate functions by inclusive time\n")
     print(common.table(["function", "% incl"], [[short(f), v] for f, v in summary["inclusive"]]))
+    print("\n## Stack roots (stacks py-spy could not unwind to the top start mid-way)\n")
+    print(common.table(["root frame", "%"], [[short(f), v] for f, v in summary["roots"]]))
     path = common.write_result(
         "profile",
         {
