@@ -55,13 +55,9 @@ _WINDOW = ("since", "until")
 C, K, R, S = "Channels", "Keys", "Routers", "Sessions"
 
 
-def _ep(*args: object, **kw: object) -> Endpoint:
-    return Endpoint(*args, **kw)  # type: ignore[arg-type]
-
-
 ENDPOINTS: tuple[Endpoint, ...] = (
     # config
-    _ep(
+    Endpoint(
         "GET",
         "/config",
         admin_config.get_config,
@@ -69,7 +65,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Config",
         response="ConfigView",
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/config/versions",
         admin_config.list_versions,
@@ -79,7 +75,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=("limit",),
     ),
     # channels
-    _ep(
+    Endpoint(
         "GET",
         "/channels",
         admin_config.list_channels,
@@ -87,7 +83,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         C,
         response="ChannelList",
     ),
-    _ep(
+    Endpoint(
         "POST",
         "/channels",
         admin_config.create_channel,
@@ -97,7 +93,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="ChannelChange",
         status=201,
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/channels/{name}",
         admin_config.get_channel,
@@ -105,7 +101,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         C,
         response="ChannelView",
     ),
-    _ep(
+    Endpoint(
         "PATCH",
         "/channels/{name}",
         admin_config.patch_channel,
@@ -114,7 +110,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         body="ChannelPatch",
         response="ChannelChange",
     ),
-    _ep(
+    Endpoint(
         "DELETE",
         "/channels/{name}",
         admin_config.delete_channel,
@@ -123,7 +119,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="Deleted",
     ),
     *(
-        _ep(
+        Endpoint(
             "POST",
             f"/channels/{{name}}/{action}",
             partial(admin_config.channel_action, action=action),
@@ -138,7 +134,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         )
     ),
     # keys
-    _ep(
+    Endpoint(
         "GET",
         "/channels/{name}/keys",
         admin_config.list_keys,
@@ -146,7 +142,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         K,
         response="KeyList",
     ),
-    _ep(
+    Endpoint(
         "POST",
         "/channels/{name}/keys",
         admin_config.add_key,
@@ -156,7 +152,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="KeyChange",
         status=201,
     ),
-    _ep(
+    Endpoint(
         "PUT",
         "/channels/{name}/keys/{index}",
         admin_config.replace_key,
@@ -165,7 +161,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         body="KeyBody",
         response="KeyChange",
     ),
-    _ep(
+    Endpoint(
         "DELETE",
         "/channels/{name}/keys/{index}",
         admin_config.delete_key,
@@ -174,7 +170,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="KeyDeleted",
     ),
     *(
-        _ep(
+        Endpoint(
             "POST",
             f"/channels/{{name}}/keys/{{index}}/{action}",
             partial(admin_config.key_action, action=action),
@@ -188,8 +184,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         )
     ),
     # routers and pools
-    _ep("GET", "/routers", admin_config.list_routers, "List routers", R, response="RouterList"),
-    _ep(
+    Endpoint(
+        "GET", "/routers", admin_config.list_routers, "List routers", R, response="RouterList"
+    ),
+    Endpoint(
         "POST",
         "/routers",
         admin_config.create_router,
@@ -199,8 +197,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="RouterChange",
         status=201,
     ),
-    _ep("GET", "/routers/{name}", admin_config.get_router, "One router", R, response="RouterView"),
-    _ep(
+    Endpoint(
+        "GET", "/routers/{name}", admin_config.get_router, "One router", R, response="RouterView"
+    ),
+    Endpoint(
         "PATCH",
         "/routers/{name}",
         admin_config.patch_router,
@@ -209,7 +209,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         body="RouterPatch",
         response="RouterChange",
     ),
-    _ep(
+    Endpoint(
         "DELETE",
         "/routers/{name}",
         admin_config.delete_router,
@@ -218,7 +218,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="Deleted",
     ),
     *(
-        _ep(
+        Endpoint(
             "POST",
             f"/routers/{{name}}/{action}",
             partial(admin_config.router_action, action=action),
@@ -231,7 +231,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             ("disable", "Disable a router (requests get 503 router_disabled)"),
         )
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/routers/{name}/gate",
         shadow.router_gate_handler,
@@ -239,7 +239,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         R,
         response="GateStatus",
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/routers/{name}/pools",
         admin_config.list_pools,
@@ -247,7 +247,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         R,
         response="PoolList",
     ),
-    _ep(
+    Endpoint(
         "PUT",
         "/routers/{name}/pools/{pool}",
         admin_config.put_pool,
@@ -256,7 +256,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         body="PoolBody",
         response="PoolChange",
     ),
-    _ep(
+    Endpoint(
         "DELETE",
         "/routers/{name}/pools/{pool}",
         admin_config.delete_pool,
@@ -265,7 +265,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="Deleted",
     ),
     # sessions
-    _ep(
+    Endpoint(
         "GET",
         "/sessions/{workspace}/{session_id}",
         admin_sessions.get_session,
@@ -274,7 +274,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="SessionView",
         query=("router",),
     ),
-    _ep(
+    Endpoint(
         "POST",
         "/sessions/{workspace}/{session_id}/reset",
         admin_sessions.reset_session,
@@ -283,7 +283,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="ResetResult",
         query=("router",),
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/session-scopes/{scope}",
         admin_sessions.get_session,
@@ -292,7 +292,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="SessionView",
         query=("router",),
     ),
-    _ep(
+    Endpoint(
         "POST",
         "/session-scopes/{scope}/reset",
         admin_sessions.reset_session,
@@ -302,7 +302,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         query=("router",),
     ),
     # records
-    _ep(
+    Endpoint(
         "GET",
         "/audit",
         admin_records.list_audit,
@@ -312,7 +312,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         csv=True,
         query=("router", "workspace", "event", "trigger", "session", "request_id", *_LIST),
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/usage",
         admin_records.list_usage,
@@ -333,7 +333,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         ),
     ),
     # shadow labelling
-    _ep(
+    Endpoint(
         "GET",
         "/shadow",
         shadow.list_shadow,
@@ -342,7 +342,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="ShadowList",
         query=("router", "labelled", "since", "until", "limit", "offset"),
     ),
-    _ep(
+    Endpoint(
         "POST",
         "/shadow/{id}/label",
         shadow.label_shadow,
@@ -352,7 +352,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="ShadowItem",
     ),
     # stats for the dashboard
-    _ep(
+    Endpoint(
         "GET",
         "/stats/traffic",
         admin_stats.traffic,
@@ -361,7 +361,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="TrafficStats",
         query=("router", "bucket", *_WINDOW),
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/stats/share",
         admin_stats.share,
@@ -369,7 +369,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Stats",
         response="ShareStats",
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/stats/escalations",
         admin_stats.escalations,
@@ -378,7 +378,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="EscalationStats",
         query=("router", *_WINDOW),
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/stats/quality",
         admin_stats.quality,
@@ -387,7 +387,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="QualityStats",
         query=("router", *_WINDOW),
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/stats/cache",
         admin_stats.cache,
@@ -396,7 +396,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         response="CacheStats",
         query=_WINDOW,
     ),
-    _ep(
+    Endpoint(
         "GET",
         "/stats/savings",
         admin_stats.savings,

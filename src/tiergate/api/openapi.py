@@ -17,33 +17,18 @@ from pydantic import BaseModel
 
 from tiergate import __version__
 from tiergate.api.admin import ENDPOINTS, PREFIX
+from tiergate.api.openapi_inbound import INBOUND, inbound_paths
+from tiergate.api.openapi_schema import (
+    ERROR,
+    Schema,
+    error_responses,
+    json_content,
+    list_of,
+    nullable,
+    obj,
+    ref,
+)
 from tiergate.config import ChannelConfig, RouterConfig
-
-Schema = dict[str, Any]
-
-
-def _ref(name: str) -> Schema:
-    return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _nullable(t: str) -> Schema:
-    return {"type": [t, "null"]}
-
-
-def _obj(
-    props: dict[str, Schema], required: list[str] | None = None, *, open_: bool = True
-) -> Schema:
-    out: Schema = {"type": "object", "properties": props}
-    if required:
-        out["required"] = required
-    if not open_:
-        out["additionalProperties"] = False
-    return out
-
-
-def _items(item: Schema) -> Schema:
-    return _obj({"items": {"type": "array", "items": item}}, ["items"])
-
 
 # ---- config models from pydantic ---------------------------------------------------
 
@@ -84,26 +69,11 @@ def _config_schemas() -> dict[str, Schema]:
 
 # ---- response and body schemas ---------------------------------------------------------
 
-_NUM = _nullable("number")
-_STR = _nullable("string")
-_INT = _nullable("integer")
+_NUM = nullable("number")
+_STR = nullable("string")
+_INT = nullable("integer")
 
-ERROR = _obj(
-    {
-        "error": _obj(
-            {
-                "message": {"type": "string"},
-                "type": {"type": "string"},
-                "code": _STR,
-                "problems": {"type": "array", "items": {"type": "string"}},
-            },
-            ["message", "type"],
-        )
-    },
-    ["error"],
-)
-
-KEY_VIEW = _obj(
+KEY_VIEW = obj(
     {
         "index": {"type": "integer"},
         "masked": {"type": "string"},
@@ -117,7 +87,7 @@ KEY_VIEW = _obj(
     },
     ["index", "masked", "fingerprint"],
 )
-CHANNEL_VIEW = _obj(
+CHANNEL_VIEW = obj(
     {
         "name": {"type": "string"},
         "type": {"type": "string"},
@@ -128,11 +98,11 @@ CHANNEL_VIEW = _obj(
         "drained": {"type": "boolean"},
         "healthy": {"type": "boolean"},
         "models": {"type": "object"},
-        "keys": {"type": "array", "items": _ref("KeyView")},
+        "keys": {"type": "array", "items": ref("KeyView")},
     },
     ["name", "type", "enabled", "weight", "keys"],
 )
-GATE = _obj(
+GATE = obj(
     {
         "router": {"type": "string"},
         "labels": {"type": "integer"},
@@ -146,7 +116,7 @@ GATE = _obj(
     },
     ["router", "labels", "precision", "open", "reason"],
 )
-SHADOW_ITEM = _obj(
+SHADOW_ITEM = obj(
     {
         "id": {"type": "integer"},
         "ts": {"type": "number"},
@@ -155,7 +125,7 @@ SHADOW_ITEM = _obj(
         "trigger": _STR,
         "evidence": {"type": "object"},
         "label": {"anyOf": [{"type": "null"}, {"type": "object"}]},
-        "gate": _ref("GateStatus"),
+        "gate": ref("GateStatus"),
     },
     ["id", "ts", "evidence", "label"],
 )
@@ -164,22 +134,22 @@ _VERSIONED = {"version": {"type": "integer"}}
 RESPONSES: dict[str, Schema] = {
     "Error": ERROR,
     "Object": {"type": "object"},
-    "ConfigView": _obj(
+    "ConfigView": obj(
         {"version": _INT, "persisted": {"type": "boolean"}, "config": {"type": "object"}},
         ["version", "config"],
     ),
-    "VersionList": _obj(
+    "VersionList": obj(
         {"live_version": _INT, "items": {"type": "array", "items": {"type": "object"}}},
         ["items"],
     ),
     "KeyView": KEY_VIEW,
     "ChannelView": CHANNEL_VIEW,
-    "ChannelList": _items(_ref("ChannelView")),
-    "ChannelChange": _obj({**_VERSIONED, "channel": _ref("ChannelView")}, ["version", "channel"]),
-    "KeyList": _items(_ref("KeyView")),
-    "KeyChange": _obj({**_VERSIONED, "key": _ref("KeyView")}, ["version", "key"]),
-    "KeyDeleted": _obj({**_VERSIONED, "deleted": {"type": "object"}}, ["version", "deleted"]),
-    "KeyBody": _obj(
+    "ChannelList": list_of(ref("ChannelView")),
+    "ChannelChange": obj({**_VERSIONED, "channel": ref("ChannelView")}, ["version", "channel"]),
+    "KeyList": list_of(ref("KeyView")),
+    "KeyChange": obj({**_VERSIONED, "key": ref("KeyView")}, ["version", "key"]),
+    "KeyDeleted": obj({**_VERSIONED, "deleted": {"type": "object"}}, ["version", "deleted"]),
+    "KeyBody": obj(
         {
             "key": {
                 "type": "string",
@@ -192,21 +162,21 @@ RESPONSES: dict[str, Schema] = {
         open_=False,
     ),
     "RouterView": {"type": "object", "required": ["name"]},
-    "RouterList": _items(_ref("RouterView")),
-    "RouterChange": _obj({**_VERSIONED, "router": _ref("RouterView")}, ["version", "router"]),
-    "Deleted": _obj({**_VERSIONED, "deleted": {"type": "string"}}, ["version", "deleted"]),
-    "PoolList": _obj({"pools": {"type": "object"}}, ["pools"]),
-    "PoolBody": _obj(
+    "RouterList": list_of(ref("RouterView")),
+    "RouterChange": obj({**_VERSIONED, "router": ref("RouterView")}, ["version", "router"]),
+    "Deleted": obj({**_VERSIONED, "deleted": {"type": "string"}}, ["version", "deleted"]),
+    "PoolList": obj({"pools": {"type": "object"}}, ["pools"]),
+    "PoolBody": obj(
         {"models": {"type": "array", "items": {"type": "string", "minLength": 1}}},
         ["models"],
         open_=False,
     ),
-    "PoolChange": _obj(
+    "PoolChange": obj(
         {**_VERSIONED, "pool": {"type": "string"}, "models": {"type": "array"}},
         ["version", "pool", "models"],
     ),
     "GateStatus": GATE,
-    "SessionView": _obj(
+    "SessionView": obj(
         {
             "scope": {"type": "string"},
             "session_hash": {"type": "string"},
@@ -217,15 +187,15 @@ RESPONSES: dict[str, Schema] = {
         },
         ["scope", "session_hash", "routers", "channel_pins"],
     ),
-    "ResetResult": _obj(
+    "ResetResult": obj(
         {"scope": {"type": "string"}, "routers": {"type": "array", "items": {"type": "object"}}},
         ["scope", "routers"],
     ),
-    "AuditList": _items({"type": "object"}),
-    "UsageList": _items({"type": "object"}),
+    "AuditList": list_of({"type": "object"}),
+    "UsageList": list_of({"type": "object"}),
     "ShadowItem": SHADOW_ITEM,
-    "ShadowList": _items(_ref("ShadowItem")),
-    "LabelBody": _obj(
+    "ShadowList": list_of(ref("ShadowItem")),
+    "LabelBody": obj(
         {
             "correct": {"type": "boolean"},
             "hard_turns_before": {"type": "integer", "minimum": 0, "maximum": 1000},
@@ -234,16 +204,14 @@ RESPONSES: dict[str, Schema] = {
         ["correct"],
         open_=False,
     ),
-    "TrafficStats": _obj(
+    "TrafficStats": obj(
         {"bucket_seconds": {"type": "integer"}, "series": {"type": "array"}}, ["series"]
     ),
-    "ShareStats": _obj(
-        {"routers": {"type": "array"}, "workspaces": {"type": "array"}}, ["routers"]
-    ),
-    "EscalationStats": _obj({"items": {"type": "array"}, "denials": {"type": "array"}}, ["items"]),
-    "QualityStats": _obj({"routers": {"type": "array"}}, ["routers"]),
-    "CacheStats": _obj({"channels": {"type": "array"}}, ["channels"]),
-    "SavingsStats": _obj({"total": {"type": "object"}, "items": {"type": "array"}}, ["total"]),
+    "ShareStats": obj({"routers": {"type": "array"}, "workspaces": {"type": "array"}}, ["routers"]),
+    "EscalationStats": obj({"items": {"type": "array"}, "denials": {"type": "array"}}, ["items"]),
+    "QualityStats": obj({"routers": {"type": "array"}}, ["routers"]),
+    "CacheStats": obj({"channels": {"type": "array"}}, ["channels"]),
+    "SavingsStats": obj({"total": {"type": "object"}, "items": {"type": "array"}}, ["total"]),
 }
 
 QUERY_PARAMETERS: dict[str, Schema] = {
@@ -276,28 +244,6 @@ _PATH_PARAMETERS: dict[str, Schema] = {
 }
 
 
-def _error_responses(*statuses: int) -> dict[str, Any]:
-    described = {
-        400: "Invalid request (problems lists each one)",
-        401: "Missing or invalid token",
-        404: "Unknown entity",
-        409: "Conflict (exists, go-live gate closed, duplicate)",
-        413: "Body too large",
-        429: "Rate limited",
-        503: "Disabled or a backend is unavailable",
-    }
-    out = {
-        str(s): {"description": described.get(s, "Error"), "content": _json(_ref("Error"))}
-        for s in statuses
-    }
-    out["default"] = {"description": "Error", "content": _json(_ref("Error"))}
-    return out
-
-
-def _json(schema: Schema) -> dict[str, Any]:
-    return {"application/json": {"schema": schema}}
-
-
 def _path_params(path: str) -> list[Schema]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
     return [
@@ -314,7 +260,7 @@ def _path_params(path: str) -> list[Schema]:
 def _admin_paths() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for ep in ENDPOINTS:
-        content = _json(_ref(ep.response))
+        content = json_content(ref(ep.response))
         if ep.csv:
             content["text/csv"] = {"schema": {"type": "string"}}
         op: dict[str, Any] = {
@@ -329,231 +275,17 @@ def _admin_paths() -> dict[str, Any]:
             ],
             "responses": {
                 str(ep.status): {"description": "Success", "content": content},
-                **_error_responses(400, 401, 404, 409, 413, 503),
+                **error_responses(400, 401, 404, 409, 413, 503),
             },
         }
         if ep.body is not None:
-            op["requestBody"] = {"required": True, "content": _json(_ref(ep.body))}
+            op["requestBody"] = {"required": True, "content": json_content(ref(ep.body))}
         paths.setdefault(PREFIX + ep.path, {})[ep.method.lower()] = op
     return paths
 
 
 def _slug(path: str) -> str:
     return "_".join(p.strip("{}").replace("-", "_") for p in path.split("/") if p)
-
-
-# ---- inbound APIs -------------------------------------------------------------------------
-
-_MESSAGE = _obj(
-    {
-        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-        "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
-        "tool_calls": {"type": "array"},
-        "tool_call_id": {"type": "string"},
-        "name": {"type": "string"},
-    },
-    ["role"],
-)
-INBOUND: dict[str, Schema] = {
-    "ChatCompletionRequest": _obj(
-        {
-            "model": {
-                "type": "string",
-                "description": "A model name, or a router: orcarouter/<name>, router/<name>, "
-                "auto:<name>",
-            },
-            "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
-            "stream": {"type": "boolean"},
-            "stream_options": {"type": "object"},
-            "tools": {"type": "array"},
-            "tool_choice": {},
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "max_completion_tokens": {"type": "integer", "minimum": 1},
-            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-            "user": {"type": "string"},
-            "prompt_cache_key": {"type": "string"},
-            "metadata": {"type": "object"},
-        },
-        ["model", "messages"],
-    ),
-    "ChatCompletion": _obj(
-        {
-            "id": {"type": "string"},
-            "object": {"type": "string"},
-            "model": {"type": "string"},
-            "choices": {"type": "array"},
-            "usage": {"type": "object"},
-        },
-        ["choices"],
-    ),
-    "MessagesRequest": _obj(
-        {
-            "model": {"type": "string"},
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "items": _obj(
-                    {
-                        "role": {"type": "string", "enum": ["user", "assistant"]},
-                        "content": {"anyOf": [{"type": "string"}, {"type": "array"}]},
-                    },
-                    ["role", "content"],
-                ),
-            },
-            "system": {"anyOf": [{"type": "string"}, {"type": "array"}]},
-            "stream": {"type": "boolean"},
-            "tools": {"type": "array"},
-            "metadata": {"type": "object"},
-        },
-        ["model", "max_tokens", "messages"],
-    ),
-    "Message": _obj(
-        {"id": {"type": "string"}, "type": {"type": "string"}, "content": {"type": "array"}},
-        ["content"],
-    ),
-    "ModelList": _obj(
-        {
-            "object": {"type": "string"},
-            "data": {
-                "type": "array",
-                "items": _obj({"id": {"type": "string"}, "object": {"type": "string"}}, ["id"]),
-            },
-        },
-        ["data"],
-    ),
-    "FeedbackRequest": _obj(
-        {
-            "request_id": {
-                "type": "string",
-                "pattern": "^[A-Za-z0-9_-]{1,64}$",
-                "description": "The X-Orca-Request-Id response header of the rated request",
-            },
-            "score": {"type": "number", "minimum": 0, "maximum": 1},
-        },
-        ["request_id", "score"],
-        open_=False,
-    ),
-    "FeedbackResult": _obj(
-        {
-            "request_id": {"type": "string"},
-            "score": {"type": "number"},
-            "credited": {"type": "boolean"},
-            "recorded": {"type": "boolean"},
-        },
-        ["request_id", "score", "credited", "recorded"],
-    ),
-    "Explain": {"type": "object"},
-    "Health": _obj({"status": {"type": "string"}}, ["status"]),
-}
-
-_ROUTING_HEADERS = [
-    {"name": name, "in": "header", "required": False, "schema": schema, "description": desc}
-    for name, schema, desc in (
-        ("X-OrcaRouter-Session-Id", {"type": "string"}, "Session id (highest priority)"),
-        (
-            "X-OrcaRouter-Tier",
-            {"type": "string", "enum": ["strong", "base"]},
-            "strong escalates the session; base resets it",
-        ),
-        (
-            "X-OrcaRouter-Escalate",
-            {"type": "string", "enum": ["once"]},
-            "Serve this one request strong",
-        ),
-        (
-            "X-OrcaRouter-Include-Cost",
-            {"type": "string", "enum": ["true", "false"]},
-            "Add X-Orca-Cost (USD) to the reply",
-        ),
-    )
-]
-_REPLY_HEADERS = {
-    "X-Orca-Request-Id": {"schema": {"type": "string"}},
-    "X-Orca-Router": {"schema": {"type": "string"}},
-    "X-Orca-Resolved-Model": {"schema": {"type": "string"}},
-    "X-Orca-Session-Tier": {"schema": {"type": "string"}},
-    "X-Orca-Cost": {"schema": {"type": "string"}},
-}
-_INBOUND_ERRORS = (400, 401, 404, 409, 413, 429, 503)
-
-
-def _inbound_op(
-    summary: str, body: str | None, response: str, *, stream: bool = False, secure: bool = True
-) -> dict[str, Any]:
-    content = _json(_ref(response))
-    if stream:
-        content["text/event-stream"] = {"schema": {"type": "string"}}
-    op: dict[str, Any] = {
-        "summary": summary,
-        "tags": ["Inbound"],
-        "responses": {
-            "200": {"description": "Success", "content": content, "headers": _REPLY_HEADERS},
-            **_error_responses(*_INBOUND_ERRORS),
-        },
-    }
-    if secure:
-        op["security"] = [{"workspaceToken": []}, {"workspaceApiKey": []}]
-    if body is not None:
-        op["requestBody"] = {"required": True, "content": _json(_ref(body))}
-        op["parameters"] = _ROUTING_HEADERS
-    return op
-
-
-def _inbound_paths() -> dict[str, Any]:
-    chat = _inbound_op(
-        "OpenAI chat completions", "ChatCompletionRequest", "ChatCompletion", stream=True
-    )
-    health = {
-        "summary": "Liveness",
-        "tags": ["Health"],
-        "responses": {"200": {"description": "Alive", "content": _json(_ref("Health"))}},
-    }
-    ready = {
-        "summary": "Readiness: database and state store reachable",
-        "tags": ["Health"],
-        "responses": {
-            "200": {"description": "Ready", "content": _json(_ref("Health"))},
-            "503": {"description": "Not ready", "content": _json(_ref("Health"))},
-        },
-    }
-    return {
-        "/v1/chat/completions": {"post": {**chat, "operationId": "chat_completions"}},
-        "/v1/messages": {
-            "post": {
-                **_inbound_op("Anthropic messages", "MessagesRequest", "Message", stream=True),
-                "operationId": "messages",
-            }
-        },
-        "/v1/models": {
-            "get": {
-                **_inbound_op("Models and routers", None, "ModelList"),
-                "operationId": "list_models",
-            }
-        },
-        "/v1/feedback": {
-            "post": {
-                **_inbound_op(
-                    "Rate a served request (linucb credit, escalation latency)",
-                    "FeedbackRequest",
-                    "FeedbackResult",
-                ),
-                "operationId": "feedback",
-            }
-        },
-        "/v1/orcarouter/explain": {
-            "post": {
-                **_inbound_op(
-                    "Plan a request without sending it (read-only)",
-                    "ChatCompletionRequest",
-                    "Explain",
-                ),
-                "operationId": "explain",
-            }
-        },
-        "/healthz": {"get": {**health, "operationId": "healthz"}},
-        "/readyz": {"get": {**ready, "operationId": "readyz"}},
-    }
 
 
 @cache
@@ -567,7 +299,7 @@ def openapi_document() -> dict[str, Any]:
             "description": "OpenAI- and Anthropic-compatible LLM gateway with session "
             "affinity and frontier escalation. Admin API: docs/operator.md.",
         },
-        "paths": {**_inbound_paths(), **_admin_paths()},
+        "paths": {**inbound_paths(), **_admin_paths()},
         "components": {
             "securitySchemes": {
                 "workspaceToken": {"type": "http", "scheme": "bearer"},

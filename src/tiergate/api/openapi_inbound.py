@@ -1,0 +1,226 @@
+"""The inbound APIs in the OpenAPI document: the OpenAI and Anthropic formats,
+models, feedback, the explain diagnostic and health. Request schemas are exact
+where a fuzzer needs them and open where providers add fields."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tiergate.api.openapi_schema import (
+    Schema,
+    error_responses,
+    json_content,
+    obj,
+    ref,
+)
+
+_MESSAGE = obj(
+    {
+        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
+        "tool_calls": {"type": "array"},
+        "tool_call_id": {"type": "string"},
+        "name": {"type": "string"},
+    },
+    ["role"],
+)
+INBOUND: dict[str, Schema] = {
+    "ChatCompletionRequest": obj(
+        {
+            "model": {
+                "type": "string",
+                "description": "A model name, or a router: orcarouter/<name>, router/<name>, "
+                "auto:<name>",
+            },
+            "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
+            "stream": {"type": "boolean"},
+            "stream_options": {"type": "object"},
+            "tools": {"type": "array"},
+            "tool_choice": {},
+            "max_tokens": {"type": "integer", "minimum": 1},
+            "max_completion_tokens": {"type": "integer", "minimum": 1},
+            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+            "user": {"type": "string"},
+            "prompt_cache_key": {"type": "string"},
+            "metadata": {"type": "object"},
+        },
+        ["model", "messages"],
+    ),
+    "ChatCompletion": obj(
+        {
+            "id": {"type": "string"},
+            "object": {"type": "string"},
+            "model": {"type": "string"},
+            "choices": {"type": "array"},
+            "usage": {"type": "object"},
+        },
+        ["choices"],
+    ),
+    "MessagesRequest": obj(
+        {
+            "model": {"type": "string"},
+            "max_tokens": {"type": "integer", "minimum": 1},
+            "messages": {
+                "type": "array",
+                "minItems": 1,
+                "items": obj(
+                    {
+                        "role": {"type": "string", "enum": ["user", "assistant"]},
+                        "content": {"anyOf": [{"type": "string"}, {"type": "array"}]},
+                    },
+                    ["role", "content"],
+                ),
+            },
+            "system": {"anyOf": [{"type": "string"}, {"type": "array"}]},
+            "stream": {"type": "boolean"},
+            "tools": {"type": "array"},
+            "metadata": {"type": "object"},
+        },
+        ["model", "max_tokens", "messages"],
+    ),
+    "Message": obj(
+        {"id": {"type": "string"}, "type": {"type": "string"}, "content": {"type": "array"}},
+        ["content"],
+    ),
+    "ModelList": obj(
+        {
+            "object": {"type": "string"},
+            "data": {
+                "type": "array",
+                "items": obj({"id": {"type": "string"}, "object": {"type": "string"}}, ["id"]),
+            },
+        },
+        ["data"],
+    ),
+    "FeedbackRequest": obj(
+        {
+            "request_id": {
+                "type": "string",
+                "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                "description": "The X-Orca-Request-Id response header of the rated request",
+            },
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+        },
+        ["request_id", "score"],
+        open_=False,
+    ),
+    "FeedbackResult": obj(
+        {
+            "request_id": {"type": "string"},
+            "score": {"type": "number"},
+            "credited": {"type": "boolean"},
+            "recorded": {"type": "boolean"},
+        },
+        ["request_id", "score", "credited", "recorded"],
+    ),
+    "Explain": {"type": "object"},
+    "Health": obj({"status": {"type": "string"}}, ["status"]),
+}
+
+_ROUTING_HEADERS = [
+    {"name": name, "in": "header", "required": False, "schema": schema, "description": desc}
+    for name, schema, desc in (
+        ("X-OrcaRouter-Session-Id", {"type": "string"}, "Session id (highest priority)"),
+        (
+            "X-OrcaRouter-Tier",
+            {"type": "string", "enum": ["strong", "base"]},
+            "strong escalates the session; base resets it",
+        ),
+        (
+            "X-OrcaRouter-Escalate",
+            {"type": "string", "enum": ["once"]},
+            "Serve this one request strong",
+        ),
+        (
+            "X-OrcaRouter-Include-Cost",
+            {"type": "string", "enum": ["true", "false"]},
+            "Add X-Orca-Cost (USD) to the reply",
+        ),
+    )
+]
+_REPLY_HEADERS = {
+    "X-Orca-Request-Id": {"schema": {"type": "string"}},
+    "X-Orca-Router": {"schema": {"type": "string"}},
+    "X-Orca-Resolved-Model": {"schema": {"type": "string"}},
+    "X-Orca-Session-Tier": {"schema": {"type": "string"}},
+    "X-Orca-Cost": {"schema": {"type": "string"}},
+}
+_INBOUND_ERRORS = (400, 401, 404, 409, 413, 429, 503)
+
+
+def _inbound_op(
+    summary: str, body: str | None, response: str, *, stream: bool = False, secure: bool = True
+) -> dict[str, Any]:
+    content = json_content(ref(response))
+    if stream:
+        content["text/event-stream"] = {"schema": {"type": "string"}}
+    op: dict[str, Any] = {
+        "summary": summary,
+        "tags": ["Inbound"],
+        "responses": {
+            "200": {"description": "Success", "content": content, "headers": _REPLY_HEADERS},
+            **error_responses(*_INBOUND_ERRORS),
+        },
+    }
+    if secure:
+        op["security"] = [{"workspaceToken": []}, {"workspaceApiKey": []}]
+    if body is not None:
+        op["requestBody"] = {"required": True, "content": json_content(ref(body))}
+        op["parameters"] = _ROUTING_HEADERS
+    return op
+
+
+def inbound_paths() -> dict[str, Any]:
+    chat = _inbound_op(
+        "OpenAI chat completions", "ChatCompletionRequest", "ChatCompletion", stream=True
+    )
+    health = {
+        "summary": "Liveness",
+        "tags": ["Health"],
+        "responses": {"200": {"description": "Alive", "content": json_content(ref("Health"))}},
+    }
+    ready = {
+        "summary": "Readiness: database and state store reachable",
+        "tags": ["Health"],
+        "responses": {
+            "200": {"description": "Ready", "content": json_content(ref("Health"))},
+            "503": {"description": "Not ready", "content": json_content(ref("Health"))},
+        },
+    }
+    return {
+        "/v1/chat/completions": {"post": {**chat, "operationId": "chat_completions"}},
+        "/v1/messages": {
+            "post": {
+                **_inbound_op("Anthropic messages", "MessagesRequest", "Message", stream=True),
+                "operationId": "messages",
+            }
+        },
+        "/v1/models": {
+            "get": {
+                **_inbound_op("Models and routers", None, "ModelList"),
+                "operationId": "list_models",
+            }
+        },
+        "/v1/feedback": {
+            "post": {
+                **_inbound_op(
+                    "Rate a served request (linucb credit, escalation latency)",
+                    "FeedbackRequest",
+                    "FeedbackResult",
+                ),
+                "operationId": "feedback",
+            }
+        },
+        "/v1/orcarouter/explain": {
+            "post": {
+                **_inbound_op(
+                    "Plan a request without sending it (read-only)",
+                    "ChatCompletionRequest",
+                    "Explain",
+                ),
+                "operationId": "explain",
+            }
+        },
+        "/healthz": {"get": {**health, "operationId": "healthz"}},
+        "/readyz": {"get": {**ready, "operationId": "readyz"}},
+    }
