@@ -266,3 +266,16 @@ async def test_a_version_invalid_on_this_instance_is_skipped(
     with pytest.raises(ConfigError):
         await a.change(lambda d: d["channels"][0].update(type="fax"), change={})
     assert a.version == 2
+
+
+async def test_a_change_before_start_up_finished_resolves_precedence_first() -> None:
+    repo, store = MemoryConfigRepository(), MemoryStore()
+    old_file = copy.deepcopy(SEED)
+    old_file["channels"][0]["priority"] = 1
+    first, _ = _sync(repo, store, old_file)
+    await first.bootstrap()  # version 1: an older file
+    late, live = _sync(repo, store, SEED)  # its bootstrap failed (database down)
+    row, _ = await late.change(lambda d: d["channels"][0].update(weight=2), change={})
+    assert row.version == 3  # 2 = this instance's new file, 3 = the change on top of it
+    assert live.cfg is not None
+    assert (live.cfg.channels[0].priority, live.cfg.channels[0].weight) == (0, 2)

@@ -440,6 +440,8 @@ class ConfigSync:
         every problem); `check(old, new)` may refuse too (the go-live gate).
         """
         async with self._lock:
+            if self.version is None:  # start-up precedence first (the database was down)
+                await self._bootstrap_once()
             for _ in range(CHANGE_RETRIES):
                 latest = await self.repo.latest()
                 base = latest.document if latest is not None else self.document
