@@ -9,6 +9,7 @@ has its own prompt prefix, so at the simulator a cold read (no cached tokens)
 on a model the session already used means it moved to another API key.
 
 Checks after each run:
+  state   warnings the gateways logged: commits skipped, Redis pool exhausted
   share   strong requests / all requests, at the simulator and in the gateways'
           shared Redis counters, against the cap (allowing a small race margin)
   pins    per (session, model): at most one cold read
@@ -63,6 +64,30 @@ def redis_share(prefix: str) -> dict[str, float]:
     return out
 
 
+LOG_SIGNS = {
+    "commit_skipped": "commit skipped",
+    "pool_exhausted": "Too many connections",
+    "degraded": "unreachable",
+}
+"""Gateway log lines that mean shared state was not read or written for a request."""
+
+
+def log_state_errors(gws: list[common.Proc]) -> dict[str, int]:
+    """Count the state-store failures the gateways logged during the run."""
+    counts = dict.fromkeys(LOG_SIGNS, 0)
+    for g in gws:
+        try:
+            text = g.log_path.read_text(errors="replace")
+        except OSError:
+            continue
+        for line in text.splitlines():
+            if '"level":"warning"' not in line and '"level":"error"' not in line:
+                continue
+            for name, sign in LOG_SIGNS.items():
+                counts[name] += sign in line
+    return counts
+
+
 def pin_check(rows: list[list[Any]]) -> dict[str, Any]:
     """rows: [session, model, tier header, cached tokens] in the order they finished."""
     cold: Counter[tuple[str, str]] = Counter()
@@ -114,6 +139,9 @@ def run_fleet(n: int, sim: common.Proc, workdir: Path, args: argparse.Namespace)
             "collect": True,
         }
         watch = {f"gw{i}": g.pid for i, g in enumerate(gws)} | {"sim": sim.pid}
+        rpid = common.redis_pid()
+        if rpid is not None:  # the shared server: other users' load shows here too
+            watch["redis"] = rpid
         res = run_loadgen({"cpu": None, "watch": watch, "phases": [phase]})["phases"][0]
         stats = _sim_json(sim, "/_sim/stats")
         shared = redis_share(prefix)
@@ -121,6 +149,7 @@ def run_fleet(n: int, sim: common.Proc, workdir: Path, args: argparse.Namespace)
         for g in gws:
             g.stop()
         common.redis_cleanup(prefix)
+    state_errors = log_state_errors(gws)
     by_model: Counter[str] = Counter()
     for e in stats["entries"]:
         by_model[e["model"]] += e["requests"]
@@ -150,6 +179,7 @@ def run_fleet(n: int, sim: common.Proc, workdir: Path, args: argparse.Namespace)
         "share_cap_holds": steady_pct <= CAP_PERCENT + RACE_MARGIN_POINTS,
         "pins": pins,
         "pins_hold": pins["pairs_with_more_than_one_cold_read"] == 0,
+        "state_errors": state_errors,
     }
 
 
@@ -196,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
                 f["latency"].get("p99_ms"),
                 gw_cpu,
                 f["cpu_pct"].get("sim"),
+                f["cpu_pct"].get("redis"),
                 f["loadgen_cpu_pct"],
                 f["strong_share_sim_pct"],
                 f["strong_share_redis_pct"],
@@ -204,6 +235,8 @@ def main(argv: list[str] | None = None) -> int:
                 f["pins"]["sessions"],
                 f["pins"]["pairs_with_more_than_one_cold_read"],
                 "yes" if f["pins_hold"] else "NO",
+                f["state_errors"]["commit_skipped"],
+                f["state_errors"]["pool_exhausted"],
                 f["errors"],
             ]
         )
@@ -217,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
                 "p99 ms",
                 "gateways CPU %",
                 "sim CPU %",
+                "Redis CPU %",
                 "loadgen CPU %",
                 "strong % (sim)",
                 "strong % (Redis)",
@@ -225,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                 "sessions",
                 "pin breaks",
                 "pins hold",
+                "commits skipped",
+                "pool exhausted",
                 "errors",
             ],
             rows,

@@ -72,6 +72,7 @@ def machine_info() -> dict[str, Any]:
             versions[mod] = __import__(mod).__version__
     return {
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "load_average_1m_5m": [round(x, 2) for x in os.getloadavg()[:2]],
         "commit": _git("rev-parse", "--short", "HEAD"),
         "src_modified": bool(_git("status", "--porcelain", "--", "src")),
         "nproc": os.cpu_count(),
@@ -350,6 +351,19 @@ def redis_cleanup(prefix: str) -> int:
         return 0
 
 
+def redis_pid() -> int | None:
+    """The Redis server's pid when it runs on this machine (to read its CPU time)."""
+    import redis
+
+    try:
+        r = redis.Redis.from_url(REDIS_URL, socket_connect_timeout=0.5)
+        pid = int(r.info("server")["process_id"])
+        r.close()
+    except (redis.RedisError, KeyError, ValueError):
+        return None
+    return pid if Path(f"/proc/{pid}/stat").exists() else None
+
+
 def redis_available() -> bool:
     import redis
 
@@ -532,7 +546,8 @@ def print_machine(info: dict[str, Any]) -> None:
     dirty = " (src modified)" if info.get("src_modified") else ""
     print(
         f"# {info['date_utc']}  {info['nproc']} cores  {info['cpu_model']}  "
-        f"{info['ram_gib']} GiB  Python {info['python']}  commit {info.get('commit')}{dirty}"
+        f"{info['ram_gib']} GiB  Python {info['python']}  commit {info.get('commit')}{dirty}  "
+        f"load average {info['load_average_1m_5m']}"
     )
 
 
