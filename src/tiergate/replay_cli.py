@@ -47,15 +47,29 @@ def _add_common(p: argparse.ArgumentParser, *, corpus: bool = True) -> None:
     p.add_argument(
         "--seed", type=int, default=DEFAULT_SEED, help=f"generator seed (default {DEFAULT_SEED})"
     )
-    p.add_argument("--sessions", type=int, default=DEFAULT_SESSIONS, metavar="N",
-                   help=f"sessions to generate (default {DEFAULT_SESSIONS})")  # fmt: skip
+    p.add_argument(
+        "--sessions",
+        type=int,
+        default=DEFAULT_SESSIONS,
+        metavar="N",
+        help=f"sessions to generate (default {DEFAULT_SESSIONS})",
+    )
 
 
 def _add_run(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--state", metavar="URL", default="memory",
-                   help="state store: 'memory' (default) or redis://host:port/db")  # fmt: skip
-    p.add_argument("--e2e-sessions", type=int, metavar="N", default=None,
-                   help="end-to-end mode: replay every k-th session so N are sent (default all)")  # fmt: skip
+    p.add_argument(
+        "--state",
+        metavar="URL",
+        default="memory",
+        help="state store: 'memory' (default) or redis://host:port/db",
+    )
+    p.add_argument(
+        "--e2e-sessions",
+        type=int,
+        metavar="N",
+        default=None,
+        help="end-to-end mode: replay every k-th session so N are sent (default all)",
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -70,11 +84,19 @@ def add_replay_parser(subparsers: Any) -> None:
     )
     _add_common(r)
     _add_run(r)
-    r.add_argument("--policy", nargs="+", metavar="NAME", choices=POLICY_NAMES,
-                   help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}")  # fmt: skip
+    r.add_argument(
+        "--policy",
+        nargs="+",
+        metavar="NAME",
+        choices=POLICY_NAMES,
+        help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}",
+    )
     r.add_argument("--json", metavar="OUT", help="write the metrics JSON here ('-' for stdout)")
-    r.add_argument("--e2e", action="store_true",
-                   help="also send the sessions over HTTP through a gateway to the simulator")  # fmt: skip
+    r.add_argument(
+        "--e2e",
+        action="store_true",
+        help="also send the sessions over HTTP through a gateway to the simulator",
+    )
     r.set_defaults(func=_lazy("cmd_replay"))
     sub = r.add_subparsers(dest="replay_command", metavar="SUBCOMMAND")
 
@@ -103,4 +125,7 @@ def add_replay_parser(subparsers: Any) -> None:
         help="output directory (default replay-report)",
     )
     rep.add_argument("--no-e2e", action="store_true", help="skip the end-to-end HTTP experiment")
+    rep.add_argument(
+        "--metrics", metavar="FILE", help="metrics JSON path (default OUT/replay-metrics.json)"
+    )
     rep.set_defaults(func=_lazy("cmd_report"))

@@ -25,8 +25,15 @@ def progress_bar(total: int, enabled: bool, desc: str) -> Iterator[Progress]:
     """A tqdm bar on stderr counting replayed turns (silent when disabled or not a TTY)."""
     from tqdm import tqdm
 
-    bar = tqdm(total=total, unit="turn", desc=desc, disable=not enabled, file=sys.stderr,
-               dynamic_ncols=True, mininterval=0.5)  # fmt: skip
+    bar = tqdm(
+        total=total,
+        unit="turn",
+        desc=desc,
+        disable=not enabled,
+        file=sys.stderr,
+        dynamic_ncols=True,
+        mininterval=0.5,
+    )
     try:
         yield bar.update
     finally:
@@ -88,7 +95,8 @@ def cmd_replay(args: argparse.Namespace) -> int:
         print(
             f"e2e: {e['requests']} requests, billed ${e['billed_usd']['total']:.4f}, "
             f"model ${e['model_usd']['total']:.4f}, cache hit rate billed "
-            f"{100 * e['cache_hit_rate']['billed']:.1f}% / model {100 * e['cache_hit_rate']['model']:.1f}%"
+            f"{100 * e['cache_hit_rate']['billed']:.1f}% / model "
+            f"{100 * e['cache_hit_rate']['model']:.1f}%"
         )
     if args.json:
         _write_json(doc, args.json)
@@ -120,9 +128,13 @@ def cmd_report(args: argparse.Namespace) -> int:
     results["command"] = _report_command(args)
     made = figures.write_all(results, out / "figures")
     (out / "replay.md").write_text(render(results, made), encoding="utf-8")
-    _write_json(metrics_document(results), str(out / "replay-metrics.json"))
-    print(f"wrote {out / 'replay.md'}, {len(made)} figures, {out / 'replay-metrics.json'} "
-          f"in {results['runtime_seconds']:.0f} s", file=sys.stderr)  # fmt: skip
+    metrics_path = Path(args.metrics) if args.metrics else out / "replay-metrics.json"
+    _write_json(metrics_document(results), str(metrics_path))
+    print(
+        f"wrote {out / 'replay.md'}, {len(made)} figures, {metrics_path} "
+        f"in {results['runtime_seconds']:.0f} s",
+        file=sys.stderr,
+    )
     for t in results["targets"]:
         print(f"  [{'met' if t['met'] else 'NOT met'}] {t['target']}: {t['result']}")
     return 0
@@ -157,13 +169,17 @@ def _write_json(doc: dict[str, Any], path: str) -> None:
 
 def summary_table(policies: dict[str, Any]) -> str:
     """A compact fixed-width table of the headline metrics per policy."""
-    head = f"{'policy':<26}{'$/1k sess':>11}{'coverage':>10}{'strong':>8}{'escal.':>8}{'FP':>5}{'missed':>8}{'latency':>9}{'cache':>8}"
+    head = (
+        f"{'policy':<26}{'$/1k sess':>11}{'coverage':>10}{'strong':>8}{'escal.':>8}{'FP':>5}"
+        f"{'missed':>8}{'latency':>9}{'cache':>8}"
+    )
     lines = [head, "-" * len(head)]
     for name, p in policies.items():
         lat = p["escalation_latency_turns"]
         lines.append(
             f"{name:<26}{p['cost_per_1k_sessions']:>11.2f}"
-            f"{100 * (p['hard_turn_coverage'] or 0):>9.1f}%{100 * (p['strong_turn_share'] or 0):>7.1f}%"
+            f"{100 * (p['hard_turn_coverage'] or 0):>9.1f}%"
+            f"{100 * (p['strong_turn_share'] or 0):>7.1f}%"
             f"{p['sessions_escalated']:>8}{p['false_positive_sessions']:>5}{p['missed_sessions']:>8}"
             f"{'-' if lat is None else f'{lat:.2f}':>9}{100 * (p['cache_hit_rate'] or 0):>7.1f}%"
         )

@@ -195,10 +195,9 @@ class CostModel:
         output_tokens: int | None = None,
     ) -> TurnCost:
         """Cost one served turn and record it in the session's cache state."""
+        warmth = 0.0
         if cache.alive(m, now):
             warmth = 1.0 if affinity else m.key_warmth(self.warmth)
-        else:
-            warmth = 0.0
         cost = turn_cost(
             m,
             prompt,

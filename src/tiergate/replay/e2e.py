@@ -247,9 +247,14 @@ async def _drive(
             if m is not None:
                 cache = caches.setdefault(s, SessionCache())
                 cost = cost_model.turn(
-                    cache, m, f.at, prompt, last_prompt.get(s, 0), True,
+                    cache,
+                    m,
+                    f.at,
+                    prompt,
+                    last_prompt.get(s, 0),
+                    True,
                     output_tokens=int(usage.get("completion_tokens", 0)),
-                )  # fmt: skip
+                )
                 model.input += cost.input_usd
                 model.output += cost.output_usd
                 model.cached += cost.cached_tokens

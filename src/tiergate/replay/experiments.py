@@ -299,6 +299,7 @@ async def adversarial(rp: Replayer) -> dict[str, Any]:
         None,
     )
     after = [s for s in basis_share[settled:] if s is not None] if settled is not None else []
+    half = [s for s in basis_share[len(basis_share) // 2 :] if s is not None]
     denied = Counter(e.trigger for e in run.events if e.kind == "denied_cap")
     return {
         "cap_percent": esc.share_cap_percent,
@@ -314,6 +315,9 @@ async def adversarial(rp: Replayer) -> dict[str, Any]:
         if after
         else None,
         "max_share_after_settling": round(max(after), 4) if after else None,
+        "max_deviation_second_half_points": round(100 * max(abs(s - cap) for s in half), 3)
+        if half
+        else None,
         "denials": sum(denied.values()),
         "denials_by_trigger": dict(denied),
         "denied_session_cap": sum(1 for r in served if r.reason == "denied:session_cap"),

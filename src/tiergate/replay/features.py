@@ -22,7 +22,14 @@ from typing import Any
 
 import orjson
 
-from tiergate.core.model import ChatRequest, ChatResponse, Message, TextPart, ToolCall
+from tiergate.core.model import (
+    ChatRequest,
+    ChatResponse,
+    FinishReason,
+    Message,
+    TextPart,
+    ToolCall,
+)
 from tiergate.core.tokens import count_tokens
 from tiergate.formats.errors import FormatError
 from tiergate.formats.openai import parse_request
@@ -39,7 +46,13 @@ EPOCH = 1_786_694_400.0
 #: Sessions start one every this many simulated seconds, in corpus order.
 DEFAULT_ARRIVAL_SECONDS = 60.0
 _MESSAGE_OVERHEAD = 4
-_FINISH = {"stop", "length", "tool_calls", "content_filter", "error"}
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop",
+    "length": "length",
+    "tool_calls": "tool_calls",
+    "content_filter": "content_filter",
+    "error": "error",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +128,7 @@ def chat_response(doc: Mapping[str, Any] | None) -> ChatResponse | None:
         model="replay",
         content=[TextPart(content)] if isinstance(content, str) and content else [],
         tool_calls=calls,
-        finish_reason=finish if finish in _FINISH else "stop",
+        finish_reason=_FINISH.get(finish, "stop"),
     )
 
 

@@ -16,6 +16,7 @@ from typing import Any
 
 try:
     import matplotlib
+    import matplotlib.ticker
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -73,8 +74,15 @@ def fig_main(main: dict[str, Any], path: Path) -> Path:
     )
     bottom = [0] * len(names)
     for i, (label, values) in enumerate(parts):
-        a.bar(names, values, bottom=bottom, label=label, color=_color(i), hatch=HATCHES[i],
-              edgecolor="white")  # fmt: skip
+        a.bar(
+            names,
+            values,
+            bottom=bottom,
+            label=label,
+            color=_color(i),
+            hatch=HATCHES[i],
+            edgecolor="white",
+        )
         bottom = [x + y for x, y in zip(bottom, values, strict=True)]
     a.set_ylabel("sessions")
     a.set_title("Outcome per archetype")
@@ -85,8 +93,16 @@ def fig_main(main: dict[str, Any], path: Path) -> Path:
     hi = max((max(v) for v in firsts.values() if v), default=1)
     bins = list(range(1, hi + 2))
     for i, (trig, values) in enumerate(sorted(firsts.items())):
-        b.hist(values, bins=bins, alpha=0.75, label=trig, color=_color(i), hatch=HATCHES[i],
-               edgecolor="white", align="left")  # fmt: skip
+        b.hist(
+            values,
+            bins=bins,
+            alpha=0.75,
+            label=trig,
+            color=_color(i),
+            hatch=HATCHES[i],
+            edgecolor="white",
+            align="left",
+        )
     b.set_xlabel("billed turn of the first strong turn")
     b.set_ylabel("sessions")
     b.set_title("When sessions escalate, by trigger")
@@ -106,6 +122,8 @@ def fig_policies(policies: dict[str, Any], path: Path) -> Path:
         a.text(cost[i], i, f" {cost[i]:.1f}", va="center", fontsize=8)
         b.text(cov[i], i, f" {cov[i]:.0f}%", va="center", fontsize=8)
     a.set_xscale("log")
+    a.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    a.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     a.set_xlabel("USD per 1,000 sessions (log)")
     a.set_title("Cost")
     b.set_xlabel("% of needs-strong turns served strong")
@@ -130,8 +148,14 @@ def fig_sweep(sweep: dict[str, Any], chosen: float, path: Path) -> Path:
             (("false_positive_sessions", "false positives"), ("missed_sessions", "missed"))
         ):
             i = 2 * j + k
-            a.plot(xs, [pts[t][metric] for t in pts], LINES[i], marker=MARKERS[i],
-                   color=_color(i), label=f"{label}: {mlabel}")  # fmt: skip
+            a.plot(
+                xs,
+                [pts[t][metric] for t in pts],
+                LINES[i],
+                marker=MARKERS[i],
+                color=_color(i),
+                label=f"{label}: {mlabel}",
+            )
     a.axvline(chosen, color=OKABE_ITO["grey"], linestyle=":", label=f"shipped delta T2 {chosen}")
     a.set_xlabel("threshold T2")
     a.set_ylabel("sessions")
@@ -141,8 +165,16 @@ def fig_sweep(sweep: dict[str, Any], chosen: float, path: Path) -> Path:
     hard, other = sweep["_delta_hard"], sweep["_delta_other"]
     bins = [i / 50 for i in range(0, 51)]
     b.hist(other, bins=bins, alpha=0.7, color=_color(0), label="other turns", density=True)
-    b.hist(hard, bins=bins, alpha=0.7, color=_color(1), label="needs-strong turns",
-           density=True, hatch="//", edgecolor="white")  # fmt: skip
+    b.hist(
+        hard,
+        bins=bins,
+        alpha=0.7,
+        color=_color(1),
+        label="needs-strong turns",
+        density=True,
+        hatch="//",
+        edgecolor="white",
+    )
     b.axvline(chosen, color=OKABE_ITO["black"], linestyle=":", label=f"T2 {chosen}")
     b.set_xlabel("latest-turn delta score")
     b.set_ylabel("density")
@@ -165,7 +197,6 @@ def fig_sweep(sweep: dict[str, Any], chosen: float, path: Path) -> Path:
     c.set_xlabel("turn (long trivial sessions)")
     c.set_ylabel("mean score")
     c.set_title("Length bias")
-    c.legend(fontsize=8, frameon=False)
     _style(c)
     return _save(fig, path)
 
@@ -173,17 +204,26 @@ def fig_sweep(sweep: dict[str, Any], chosen: float, path: Path) -> Path:
 def fig_adversarial(adv: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(10, 3.8))
     xs = list(range(1, len(adv["_share"]) + 1))
-    basis = [100 * s if s is not None else None for s in adv["_share"]]
-    req = [100 * s if s is not None else None for s in adv["_request_share"]]
+    nan = float("nan")  # no share before the first request
+    basis = [100 * s if s is not None else nan for s in adv["_share"]]
+    req = [100 * s if s is not None else nan for s in adv["_request_share"]]
     ax.plot(xs, basis, "-", color=_color(0), label=f"strong share ({adv['basis']} basis, capped)")
     if adv["basis"] != "requests":
         ax.plot(xs, req, "--", color=_color(1), label="strong share (requests)")
-    ax.axhline(adv["cap_percent"], color=OKABE_ITO["vermillion"], linestyle=":",
-               label=f"cap {adv['cap_percent']:g}%")  # fmt: skip
+    ax.axhline(
+        adv["cap_percent"],
+        color=OKABE_ITO["vermillion"],
+        linestyle=":",
+        label=f"cap {adv['cap_percent']:g}%",
+    )
     ax.axvspan(0, adv["warmup_requests"], color=OKABE_ITO["grey"], alpha=0.25, label="warm-up")
     if adv.get("settled_at_request") is not None:
-        ax.axvline(adv["settled_at_request"], color=OKABE_ITO["grey"], linestyle="-.",
-                   label="share back at the cap")  # fmt: skip
+        ax.axvline(
+            adv["settled_at_request"],
+            color=OKABE_ITO["grey"],
+            linestyle="-.",
+            label="share back at the cap",
+        )
     ax.set_ylim(0, 105)
     ax.set_xlabel("request (every one asks X-OrcaRouter-Tier: strong)")
     ax.set_ylabel("% of router traffic served strong")
@@ -197,8 +237,14 @@ def fig_prevalence(prev: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(8, 3.9))
     xs = [100 * p for p in prev["prevalences"]]
     for i, (name, row) in enumerate(prev["policies"].items()):
-        ax.plot(xs, row["cost_per_1k_sessions"], LINES[i], marker=MARKERS[i], color=_color(i),
-                label=name)  # fmt: skip
+        ax.plot(
+            xs,
+            row["cost_per_1k_sessions"],
+            LINES[i],
+            marker=MARKERS[i],
+            color=_color(i),
+            label=name,
+        )
     ax.set_yscale("log")
     ax.set_xlabel("% of sessions that need the strong model")
     ax.set_ylabel("USD per 1,000 sessions (log)")
@@ -216,8 +262,15 @@ def fig_latency(lat: dict[str, Any], path: Path) -> Path:
     for i, (trig, r) in enumerate(rows.items()):
         xs = [x + i * width for x in range(0, hi + 1)]
         ys = [r["histogram"].get(x, r["histogram"].get(str(x), 0)) for x in range(0, hi + 1)]
-        ax.bar(xs, ys, width=width, color=_color(i), hatch=HATCHES[i], edgecolor="white",
-               label=f"{trig} (mean {r['mean']:.2f})")  # fmt: skip
+        ax.bar(
+            xs,
+            ys,
+            width=width,
+            color=_color(i),
+            hatch=HATCHES[i],
+            edgecolor="white",
+            label=f"{trig} (mean {r['mean']:.2f})",
+        )
     ax.set_xticks(
         [x + 0.4 - width / 2 for x in range(0, hi + 1)], [str(x) for x in range(0, hi + 1)]
     )
@@ -236,8 +289,15 @@ def fig_e2e(e2e: dict[str, Any], path: Path) -> Path:
     model = [e2e["model_usd"][k] for k in labels]
     xs = range(len(labels))
     a.bar([x - 0.2 for x in xs], billed, 0.4, color=_color(0), label="billed by the simulator")
-    a.bar([x + 0.2 for x in xs], model, 0.4, color=_color(1), hatch="//", edgecolor="white",
-          label="cost model estimate")  # fmt: skip
+    a.bar(
+        [x + 0.2 for x in xs],
+        model,
+        0.4,
+        color=_color(1),
+        hatch="//",
+        edgecolor="white",
+        label="cost model estimate",
+    )
     a.set_xticks(list(xs), labels)
     a.set_ylabel("USD")
     a.set_title("Cost of the replayed sessions")

@@ -149,11 +149,9 @@ class Conversation:
         if tool_calls:
             assistant["tool_calls"] = tool_calls
         self.history.append(assistant)
-        self.pending = [(tc["id"], out) for tc, (_, _, out) in zip(tool_calls, calls, strict=True)]
-
-    @property
-    def served_turns(self) -> int:
-        return sum(1 for t in self.turns if t.get("upstream_status", 200) == 200)
+        self.pending = [
+            (str(tc["id"]), out) for tc, (_, _, out) in zip(tool_calls, calls, strict=True)
+        ]
 
 
 # ---- idle gaps -----------------------------------------------------------------------

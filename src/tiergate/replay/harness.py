@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Literal
 
 from tiergate.config import EscalationConfig, RouterConfig, Thresholds
@@ -288,8 +288,3 @@ async def run_policy(
         if store is not None:
             await close_store(store)
     return RunResult(policy, facts, records, events, time.perf_counter() - started)
-
-
-def with_router(policy: Policy, name: str, **escalation: object) -> Policy:
-    """A copy of an engine policy with escalation settings overridden."""
-    return replace(policy, name=name, router=replay_router(**escalation))

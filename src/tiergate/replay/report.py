@@ -117,7 +117,8 @@ def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
                 "adversarial share within 1 point of the cap after warm-up",
                 f"|share - {adv['cap_percent']:g} %| <= 1 pt",
                 f"final {_pct(adv['final_share'], 2)}; max deviation after settling "
-                f"{'n/a' if dev is None else f'{dev:.2f}'} pt",
+                f"{'n/a' if dev is None else f'{dev:.2f}'} pt (second half of the run: "
+                f"{adv['max_deviation_second_half_points']} pt)",
                 dev is not None and dev <= TARGETS["adversarial_points"],
                 PAPER["adversarial"],
             )
@@ -147,8 +148,10 @@ def _target(name: str, goal: str, result: str, met: bool, paper: str) -> dict[st
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
     def cell(v: Any) -> str:
         if v is None:
-            return "–"
+            return "-"
         if isinstance(v, float):
+            if v.is_integer() and abs(v) < 1000:
+                return str(int(v))
             return f"{v:.3f}" if abs(v) < 10 else f"{v:.2f}"
         return str(v).replace("|", "\\|")
 
@@ -193,8 +196,10 @@ def render(results: dict[str, Any], figures: dict[str, str], figure_folder: str 
         ),
         "",
         f"Targets are measured on `{ENGINE_UNCAPPED.name}`: the engine with every shipped setting "
-        "(auto mode, delta threshold, strike threshold 2, streak 2, one ratchet per session) except "
-        "the share caps, which are lifted for the trigger experiments because a 50 %-hard stress mix "
+        "(auto mode, delta threshold, strike threshold 2, streak 2, one ratchet per session) "
+        "except "
+        "the share caps, which are lifted for the trigger experiments because a 50 %-hard stress "
+        "mix "
         "saturates a 20 % cap; the shipped caps are measured on their own in section 4 and shown "
         "as the `escalation` row in section 2.",
         "",
@@ -207,6 +212,7 @@ def render(results: dict[str, Any], figures: dict[str, str], figure_folder: str 
         *_prevalence_section(results, figures, figure_folder),
         *_latency_section(results, figures, figure_folder),
         *_e2e_section(results, figures, figure_folder),
+        *_findings_section(results),
         *_reproduce_section(results),
     ]
     return "\n".join(parts) + "\n"
@@ -222,7 +228,8 @@ def _corpus_section(results: dict[str, Any]) -> list[str]:
             "",
             f"Variety: {v['distinct_user_texts']} distinct user texts out of {v['user_texts']} "
             f"({_pct(v['distinct_ratio'])}); hard-turn user messages are "
-            f"{v['hard_chars_min']}-{v['hard_chars_max']} characters (median {v['hard_chars_median']}).",
+            f"{v['hard_chars_min']}-{v['hard_chars_max']} characters (median "
+            f"{v['hard_chars_median']}).",
         ]
     return [
         "## Corpus",
@@ -262,8 +269,10 @@ def _cost_section(results: dict[str, Any]) -> list[str]:
         ),
         "",
         "A warm turn costs `0.1·p_in·prefix + write·p_in·delta`, a cold turn `write·p_in·prompt` "
-        "(write = 1.25 at Anthropic, 1 elsewhere); turn 1 is always a full write; the cache lives on "
-        "the model that served the previous turn, for that provider's window (300 s) since its last "
+        "(write = 1.25 at Anthropic, 1 elsewhere); turn 1 is always a full write; the cache lives "
+        "on "
+        "the model that served the previous turn, for that provider's window (300 s) since its "
+        "last "
         "use, so a tier switch and a turn after a long idle gap are cold. With session affinity an "
         "alive cache is hit; without it the previous turn's key is hit with probability "
         f"1/N (N = keys), rule `{cm['warmth_without_affinity']}`. Output: "
@@ -276,14 +285,24 @@ def _cost_section(results: dict[str, Any]) -> list[str]:
 def _main_section(results: dict[str, Any], figures: dict[str, str], folder: str) -> list[str]:
     m = results["main"]
     rows = [
-        (a, r["sessions"], r["escalated"], r["by_difficulty"], r["by_strikes"], r["false_positives"], r["missed"],
-         r["first_escalation_turn_median"], r["peak_delta_score"])
+        (
+            a,
+            r["sessions"],
+            r["escalated"],
+            r["by_difficulty"],
+            r["by_strikes"],
+            r["false_positives"],
+            r["missed"],
+            r["first_escalation_turn_median"],
+            r["peak_delta_score"],
+        )
         for a, r in m["archetypes"].items()
-    ]  # fmt: skip
+    ]
     return [
         "## 1. Main replay",
         "",
-        f"`{m['policy']}`, delta threshold {m['threshold']}. First escalation turn counts billed turns.",
+        f"`{m['policy']}`, delta threshold {m['threshold']}. First escalation turn counts billed "
+        "turns.",
         "",
         _figure(
             figures, "main", "Outcome per archetype and first escalation turn by trigger", folder
@@ -301,7 +320,7 @@ def _main_section(results: dict[str, Any], figures: dict[str, str], folder: str)
                 "peak delta score",
             ),
             rows,
-        ),  # fmt: skip
+        ),
         "",
         f"Audit events: {', '.join(f'{k} {v}' for k, v in sorted(m['audit_events'].items()))}.",
         "",
@@ -311,18 +330,28 @@ def _main_section(results: dict[str, Any], figures: dict[str, str], folder: str)
 def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: str) -> list[str]:
     pol = results["policies"]
     rows = [
-        (name, p["cost_per_1k_sessions"], _pct(p["hard_turn_coverage"]), _pct(p["strong_turn_share"]),
-         p["sessions_escalated"], p["false_positive_sessions"], p["missed_sessions"],
-         p["escalation_latency_turns"], _pct(p["cache_hit_rate"]))
+        (
+            name,
+            p["cost_per_1k_sessions"],
+            _pct(p["hard_turn_coverage"]),
+            _pct(p["strong_turn_share"]),
+            p["sessions_escalated"],
+            p["false_positive_sessions"],
+            p["missed_sessions"],
+            p["escalation_latency_turns"],
+            _pct(p["cache_hit_rate"]),
+        )
         for name, p in pol.items()
-    ]  # fmt: skip
+    ]
     notes = []
     cheap, cheap_a = pol.get("always-cheap"), pol.get("always-cheap-affinity")
     front, front_a = pol.get("always-frontier"), pol.get("always-frontier-affinity")
     if cheap and cheap_a and front and front_a:
         notes.append(
-            f"Affinity alone saves {_pct(1 - cheap_a['cost_per_1k_sessions'] / cheap['cost_per_1k_sessions'], 0)} "
-            f"on the cheap pair and {_pct(1 - front_a['cost_per_1k_sessions'] / front['cost_per_1k_sessions'], 0)} "
+            "Affinity alone saves "
+            f"{_pct(1 - cheap_a['cost_per_1k_sessions'] / cheap['cost_per_1k_sessions'], 0)} "
+            "on the cheap pair and "
+            f"{_pct(1 - front_a['cost_per_1k_sessions'] / front['cost_per_1k_sessions'], 0)} "
             "on the frontier pair, same models, only key stickiness differs."
         )
     capped = pol.get("escalation")
@@ -349,7 +378,7 @@ def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: st
                 "cache hit rate",
             ),
             rows,
-        ),  # fmt: skip
+        ),
         "",
         " ".join(notes),
         "",
@@ -358,10 +387,18 @@ def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: st
 
 def _sweep_rows(points: dict[str, Any]) -> list[tuple[Any, ...]]:
     return [
-        (t, p["sessions_escalated"], p["by_difficulty"], p["by_strikes"], p["false_positive_sessions"],
-         p["missed_sessions"], _pct(p["hard_turn_coverage"]), p["cost_per_1k_sessions"])
+        (
+            t,
+            p["sessions_escalated"],
+            p["by_difficulty"],
+            p["by_strikes"],
+            p["false_positive_sessions"],
+            p["missed_sessions"],
+            _pct(p["hard_turn_coverage"]),
+            p["cost_per_1k_sessions"],
+        )
         for t, p in points.items()
-    ]  # fmt: skip
+    ]
 
 
 def _sweep_section(results: dict[str, Any], figures: dict[str, str], folder: str) -> list[str]:
@@ -381,7 +418,8 @@ def _sweep_section(results: dict[str, Any], figures: dict[str, str], folder: str
     return [
         "## 3. Threshold sweep",
         "",
-        "The delta gate (the gateway's: latest-turn score), the full-transcript gate (the same engine "
+        "The delta gate (the gateway's: latest-turn score), the full-transcript gate (the same "
+        "engine "
         "fed the whole-transcript score) and the percentile gate (`escalation.percentile`), share "
         "caps lifted.",
         "",
@@ -396,16 +434,22 @@ def _sweep_section(results: dict[str, Any], figures: dict[str, str], folder: str
         "",
         table(head, _sweep_rows(s["full_transcript_gate"])),
         "",
-        "Percentile gate (P-th percentile of the router's recent delta scores; absolute 0.55 during warm-up):",
+        "Percentile gate (P-th percentile of the router's recent delta scores; absolute 0.55 "
+        "during warm-up):",
         "",
         table(("P", *head[1:]), _sweep_rows(s["percentile_gate"])),
         "",
-        f"Margin of the shipped delta T2 {m['chosen']}: the outcome (same sessions, same triggers) is "
-        f"identical from {m.get('identical_from')} to {m.get('identical_to')} on the sweep grid, i.e. "
-        f"{m['below']} below and {m['above']} above (target {MARGIN_TARGET}). Delta scores: needs-strong "
-        f"turns median {sc['hard_turns'].get('median')} (5th percentile {sc['hard_turns'].get('p5')}), "
+        f"Margin of the shipped delta T2 {m['chosen']}: the outcome (same sessions, same "
+        "triggers) is "
+        f"identical from {m.get('identical_from')} to {m.get('identical_to')} on the sweep grid, "
+        "i.e. "
+        f"{m['below']} below and {m['above']} above (target {MARGIN_TARGET}). Delta scores: "
+        "needs-strong "
+        f"turns median {sc['hard_turns'].get('median')} (5th percentile "
+        f"{sc['hard_turns'].get('p5')}), "
         f"other turns median {sc['other_turns'].get('median')} (95th percentile "
-        f"{sc['other_turns'].get('p95')}); the highest turn in an easy session scores {sc['easy_session_max']}.",
+        f"{sc['other_turns'].get('p95')}); the highest turn in an easy session scores "
+        f"{sc['easy_session_max']}.",
         "",
     ]
 
@@ -422,6 +466,10 @@ def _adversarial_section(
         (f"cap ({a['basis']} basis)", f"{a['cap_percent']:g} %"),
         ("share back at the cap at request", a["settled_at_request"]),
         ("max deviation after that (points)", a["max_deviation_after_settling_points"]),
+        (
+            "max deviation in the second half of the run (points)",
+            a["max_deviation_second_half_points"],
+        ),
         ("explicit asks denied (denied_cap events)", a["denials"]),
     ]
     return [
@@ -445,7 +493,8 @@ def _prevalence_section(results: dict[str, Any], figures: dict[str, str], folder
     if esc:
         share_row = [
             "",
-            "Strong share of spend under the escalation engine at each prevalence (where it exceeds "
+            "Strong share of spend under the escalation engine at each prevalence (where it "
+            "exceeds "
             "the shipped 20 % cap, the cap would bind): "
             + ", ".join(
                 f"{100 * x:g} % → {_pct(s, 0)}"
@@ -515,6 +564,64 @@ def _e2e_section(results: dict[str, Any], figures: dict[str, str], folder: str) 
     ]
 
 
+def sweep_summary(points: dict[str, Any]) -> dict[str, Any]:
+    """Where false positives stop and misses start on a sweep, and its best point."""
+    rows = [(float(t), p) for t, p in points.items()]
+    clean = [t for t, p in rows if p["false_positive_sessions"] == 0]
+    complete = [t for t, p in rows if p["missed_sessions"] == 0]
+    best = min(
+        rows, key=lambda r: (r[1]["false_positive_sessions"] + r[1]["missed_sessions"], r[0])
+    )
+    return {
+        "lowest_without_false_positives": min(clean) if clean else None,
+        "highest_without_misses": max(complete) if complete else None,
+        "best": best[0],
+        "best_errors": best[1]["false_positive_sessions"] + best[1]["missed_sessions"],
+    }
+
+
+def _drift_sentence(drift: dict[str, list[float]]) -> str:
+    if len(drift.get("turn", [])) < 2:
+        return ""
+    f0, f1, d0, d1 = drift["full"][0], drift["full"][-1], drift["delta"][0], drift["delta"][-1]
+    n = int(drift["turn"][-1])
+    return (
+        f"Length bias: over the long trivial sessions the mean full-transcript score goes from "
+        f"{f0:.3f} at turn 1 to {f1:.3f} at turn {n} ({100 * (f1 / f0 - 1):+.0f} %), the delta "
+        f"score from {d0:.3f} to {d1:.3f}, with no change in task difficulty."
+    )
+
+
+def _findings_section(results: dict[str, Any]) -> list[str]:
+    """Observations computed from this run (they hold for whatever corpus was replayed)."""
+    s = results["sweep"]
+    d = sweep_summary(s["delta_gate"])
+    f = sweep_summary(s["full_transcript_gate"])
+    sc = s["scores"]
+    out = [
+        f"- Delta gate: no false positive from T2 = {d['lowest_without_false_positives']} up, no "
+        f"missed session up to T2 = {d['highest_without_misses']}; the fewest errors "
+        f"(false positives + misses = {d['best_errors']}) at T2 = {d['best']}. The full-transcript "
+        f"gate's fewest errors: {f['best_errors']} at T2 = {f['best']}.",
+        f"- Score overlap: the highest delta score of any turn in an easy session is "
+        f"{sc['easy_session_max']}, the 5th percentile of needs-strong turns "
+        f"{sc['hard_turns'].get('p5')}: the two-turn streak, not a score gap, is what keeps easy "
+        "sessions base.",
+    ]
+    drift = _drift_sentence(s.get("_drift", {}))
+    if drift:
+        out.append(f"- {drift}")
+    pol = results["policies"]
+    if "escalation" in pol and ENGINE_UNCAPPED.name in pol:
+        out.append(
+            f"- Share caps on a stress mix: with the shipped caps the engine served "
+            f"{_pct(pol['escalation']['hard_turn_coverage'])} of needs-strong turns strong, "
+            f"without them {_pct(pol[ENGINE_UNCAPPED.name]['hard_turn_coverage'])}; at realistic "
+            "prevalences (section 5) the caps stop binding."
+        )
+    return ["## Findings", "", *out, ""]
+
+
 def _reproduce_section(results: dict[str, Any]) -> list[str]:
     return [
         "## Reproduce",
@@ -524,6 +631,7 @@ def _reproduce_section(results: dict[str, Any]) -> list[str]:
         "```",
         "",
         "`tiergate replay export` writes the corpus as JSONL; `tiergate replay --corpus FILE.jsonl "
-        "--json metrics.json` replays any corpus in that format (your own logged traffic included).",
+        "--json metrics.json` replays any corpus in that format (your own logged traffic "
+        "included).",
         f"Metric keys per policy: {', '.join(f'`{k}`' for k in METRIC_KEYS)}.",
     ]

@@ -275,7 +275,7 @@ public class {t}Service {{
 
 
 def _rust_struct(rng: random.Random, p: Project) -> str:
-    t, n, f = pascal(p.noun()), p.noun(), p.func()
+    t, f = pascal(p.noun()), p.func()
     return f"""#[derive(Debug, Clone)]
 pub struct {t}Queue {{
     inner: Arc<Mutex<VecDeque<{t}>>>,
@@ -308,7 +308,8 @@ impl {t}Queue {{
 
 def _ts_route(rng: random.Random, p: Project) -> str:
     n, f, t = p.noun(), p.func(), pascal(p.noun())
-    return f"""router.post("/{n}s/:id/{rng.choice(("retry", "cancel", "refresh", "sync"))}", async (req, res, next) => {{
+    action = rng.choice(("retry", "cancel", "refresh", "sync"))
+    return f"""router.post("/{n}s/:id/{action}", async (req, res, next) => {{
   try {{
     const {n} = await {f}(req.params.id, {{ tenant: req.user.tenantId }});
     if (!{n}) {{

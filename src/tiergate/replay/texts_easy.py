@@ -64,7 +64,8 @@ OPENERS = (
     "Also ", "One more: ", "Could you ", "Ok, ", "Great. Next: ", "Thanks! Now ",
 )  # fmt: skip
 CLOSERS = (
-    "", "", "", " Thanks.", " Keep the rest as is.", " No other changes.", " Don't touch the tests.",
+    "", "", "", " Thanks.", " Keep the rest as is.", " No other changes.", " Don't touch the "
+    "tests.",
     " Run the tests after.", " Just that file.", " Should be a one-liner.", " :)",
 )  # fmt: skip
 FOLLOWUPS = (
@@ -204,7 +205,8 @@ def tests_pass(rng: random.Random, p: Project) -> str:
             f"[INFO] Tests run: {n}, Failures: 0, Errors: 0, Skipped: 0\n"
             f"[INFO] BUILD SUCCESS\n[INFO] Total time:  {secs} s"
         )
-    return f"Test Suites: {rng.randint(1, 12)} passed\nTests:       {n} passed, {n} total\nTime: {secs} s"
+    suites = rng.randint(1, 12)
+    return f"Test Suites: {suites} passed\nTests:       {n} passed, {n} total\nTime: {secs} s"
 
 
 def grep_output(rng: random.Random, p: Project) -> str:

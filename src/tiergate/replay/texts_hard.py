@@ -15,7 +15,8 @@ import random
 from tiergate.replay.texts_common import Project
 
 SYMPTOMS = (
-    "Under load the {svc} starts returning stale {noun}s, roughly once every {n} thousand requests.",
+    "Under load the {svc} starts returning stale {noun}s, roughly once every {n} thousand "
+    "requests.",
     "We see intermittent deadlocks in {func} after the {noun} refactor landed.",
     "The p99 latency of {func} jumped from {a} ms to {b} ms and I can't see why.",
     "About one in {n} nightly runs of the {noun} reconcile ends with duplicated rows.",
@@ -43,8 +44,10 @@ CONTEXT = (
 HYPOTHESES = (
     "My hypothesis is that {func} and {func2} race on the {noun} map when a flush overlaps a read.",
     "I suspect the lock ordering between the {noun} lock and the {noun2} lock is inconsistent.",
-    "Maybe the retry path re-enqueues a {noun} after the context is cancelled, so it is processed twice.",
-    "I think the cache invalidation is not atomic with the write, so a reader can observe the old value.",
+    "Maybe the retry path re-enqueues a {noun} after the context is cancelled, so it is processed "
+    "twice.",
+    "I think the cache invalidation is not atomic with the write, so a reader can observe the old "
+    "value.",
     "Could the channel be closed while a sender is still inside the select?",
     "It might be that the read lock is upgraded to a write lock, which can deadlock two readers.",
     "Perhaps the ack arrives before the {noun} is persisted, and a crash in between loses it.",
@@ -56,12 +59,14 @@ ASKS = (
     "Please reason about the possible race conditions here and tell me which one matches the dump.",
     "What is the root cause? Walk me through the sequence of events that leads to this state.",
     "Explain why this deadlocks and propose a lock ordering that is provably free of cycles.",
-    "Compare the two fixes I have in mind, a global lock versus per-tenant queues, and the trade-offs "
+    "Compare the two fixes I have in mind, a global lock versus per-tenant queues, and the "
+    "trade-offs "
     "for throughput and correctness.",
     "Is the memory ordering here actually guaranteed, or does it rely on the current scheduler?",
     "What is the worst-case complexity of {func} after this change, and can we keep it O(n log n)?",
     "Help me find a counterexample to my assumption that {func} is idempotent.",
-    "Which edge cases does the current retry logic miss, and how should it handle a partial failure?",
+    "Which edge cases does the current retry logic miss, and how should it handle a partial "
+    "failure?",
     "Why does the test only fail under -race / high parallelism? Diagnose it before changing code.",
     "Can you prove that the fix preserves the ordering guarantee per tenant?",
     "Investigate the dump and tell me which goroutine/thread holds the lock everyone waits on.",
@@ -173,7 +178,8 @@ def failure_reply(rng: random.Random, p: Project) -> str:
         rng.choice(
             (
                 "The failure is in {func}; I'll adjust the {noun} handling and rerun the tests.",
-                "I see, the type of the {noun} field changed. Updating {file} and running the build.",
+                "I see, the type of the {noun} field changed. Updating {file} and running the "
+                "build.",
                 "My previous edit missed a call site. Fixing it now.",
                 "The assertion expects the old ordering; I'll change the sort in {func}.",
                 "Let me try a different approach for {func} and run the suite again.",

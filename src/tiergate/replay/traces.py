@@ -96,7 +96,8 @@ def _go_dump(rng: random.Random, p: Project, target: int) -> str:
     head = rng.choice(
         (
             "fatal error: all goroutines are asleep - deadlock!\n",
-            f"panic: sync: negative WaitGroup counter\n\ngoroutine {rng.randint(1, 99)} [running]:\n",
+            f"panic: sync: negative WaitGroup counter\n\ngoroutine {rng.randint(1, 99)} "
+            "[running]:\n",
             f"panic: send on closed channel\n\ngoroutine {rng.randint(1, 99)} [running]:\n",
             "SIGQUIT: quit\nPC=0x46d8a1 m=0 sigcode=0\n",
             f"panic: runtime error: invalid memory address or nil pointer dereference\n"
@@ -127,7 +128,7 @@ def _py_frame(rng: random.Random, p: Project) -> str:
             f"await self._{p.func()}({p.var()}, timeout={rng.randint(1, 30)})",
             f"for {p.var()} in self.{p.var()}.values():",
             f"return {p.func()}(session, {p.var()}=({p.var()}))",
-            f"with self._lock:",
+            "with self._lock:",
             f"{p.var()} = payload['{p.noun()}']",
         )
     )
@@ -170,7 +171,8 @@ def _java_trace(rng: random.Random, p: Project, target: int) -> str:
                 "   java.lang.Thread.State: BLOCKED (on object monitor)\n"
             )
             for _ in range(rng.randint(3, 7)):
-                block += f"\tat {pkg}.{p.type_name()}.{p.func()}({p.type_name()}.java:{rng.randint(20, 700)})\n"
+                cls, fn, file = p.type_name(), p.func(), p.type_name()
+                block += f"\tat {pkg}.{cls}.{fn}({file}.java:{rng.randint(20, 700)})\n"
             block += f"\t- waiting to lock <{_hex(rng, 16)}> (a {pkg}.{p.type_name()})\n"
             block += f"\t- locked <{_hex(rng, 16)}> (a java.lang.Object)\n\n"
         else:
@@ -189,7 +191,8 @@ def _rust_trace(rng: random.Random, p: Project, target: int) -> str:
     msg = _fill(rng, p, rng.choice(_RUST_PANICS))
     path = f"{rng.choice(p.facts['dirs'])}/{p.noun()}.rs"
     parts = [
-        f"thread 'tokio-runtime-worker' panicked at {path}:{rng.randint(10, 600)}:{rng.randint(5, 60)}:\n"
+        "thread 'tokio-runtime-worker' panicked at "
+        f"{path}:{rng.randint(10, 600)}:{rng.randint(5, 60)}:\n"
         f"{msg}\nstack backtrace:\n"
     ]
     size = len(parts[0])
@@ -200,12 +203,13 @@ def _rust_trace(rng: random.Random, p: Project, target: int) -> str:
             (
                 f"{crate}::{p.noun()}::{pascal(p.noun())}::{p.func()}",
                 f"<{crate}::{p.noun()}::{pascal(p.noun())} as core::future::future::Future>::poll",
-                f"tokio::runtime::task::harness::Harness<T,S>::poll",
+                "tokio::runtime::task::harness::Harness<T,S>::poll",
                 "core::panicking::panic_fmt",
                 f"{crate}::{p.noun()}::{p.func()}::{{{{closure}}}}",
             )
         )
-        line = f"  {i:>3}: {frame}\n             at ./{path}:{rng.randint(10, 900)}:{rng.randint(5, 60)}\n"
+        where = f"{path}:{rng.randint(10, 900)}:{rng.randint(5, 60)}"
+        line = f"  {i:>3}: {frame}\n             at ./{where}\n"
         parts.append(line)
         size += len(line)
         i += 1
@@ -225,7 +229,8 @@ def _js_trace(rng: random.Random, p: Project, target: int) -> str:
         block += rng.choice(
             (
                 "    at async Promise.all (index 3)\n",
-                "    at process.processTicksAndRejections (node:internal/process/task_queues:95:5)\n",
+                "    at process.processTicksAndRejections "
+                "(node:internal/process/task_queues:95:5)\n",
             )
         )
         parts.append(block)
@@ -252,7 +257,18 @@ def stack_dump(rng: random.Random, p: Project, target_chars: int) -> str:
 
 
 def failing_run(rng: random.Random, p: Project, attempt: int) -> str:
-    """A failed build or test run; `attempt` varies the details turn by turn."""
+    """A failed build or test run; `attempt` varies the details turn by turn.
+
+    Agent harnesses differ in whether they append the exit code to a command's
+    output; about half do here, so some failures show only the tool's own text.
+    """
+    out = _failing_output(rng, p, attempt)
+    if rng.random() < 0.5:
+        out += rng.choice(("\nexit code: 1", "\n[process exited with code 1]", "\nexit status 2"))
+    return out
+
+
+def _failing_output(rng: random.Random, p: Project, attempt: int) -> str:
     test, f, n = p.test_name(), p.file(), rng.randint(10, 300)
     got, want = rng.randint(0, 99), rng.randint(100, 199)
     if p.lang == "python":
@@ -273,25 +289,32 @@ def failing_run(rng: random.Random, p: Project, attempt: int) -> str:
         if rng.random() < 0.4:
             return (
                 f"# {p.module()}/{rng.choice(p.facts['dirs'])}\n"
-                f"./{p.noun()}.go:{rng.randint(10, 400)}:{rng.randint(2, 40)}: undefined: {p.func()}\n"
-                f"./{p.noun()}.go:{rng.randint(10, 400)}:{rng.randint(2, 40)}: cannot use {p.var()} "
+                f"./{p.noun()}.go:{rng.randint(10, 400)}:{rng.randint(2, 40)}: undefined: "
+                f"{p.func()}\n"
+                f"./{p.noun()}.go:{rng.randint(10, 400)}:{rng.randint(2, 40)}: cannot use "
+                f"{p.var()} "
                 f"(variable of type *{p.type_name()}) as {p.type_name()} value in argument\n"
             )
         return (
             f"--- FAIL: {test} ({rng.uniform(0, 2):.2f}s)\n"
-            f"    {p.noun()}_test.go:{rng.randint(20, 300)}: got {got}, want {want} (attempt {attempt})\n"
-            f"panic: runtime error: index out of range [{rng.randint(3, 9)}] with length {rng.randint(0, 3)} [recovered]\n"
+            f"    {p.noun()}_test.go:{rng.randint(20, 300)}: got {got}, want {want} (attempt "
+            f"{attempt})\n"
+            f"panic: runtime error: index out of range [{rng.randint(3, 9)}] with length "
+            f"{rng.randint(0, 3)} [recovered]\n"
             + _go_dump(rng, p, 600)
-            + f"FAIL\t{p.module()}/{rng.choice(p.facts['dirs'])}\t{rng.uniform(0.1, 3):.3f}s\nFAIL\n"
+            + f"FAIL\t{p.module()}/{rng.choice(p.facts['dirs'])}\t"
+            f"{rng.uniform(0.1, 3):.3f}s\nFAIL\n"
         )
     if p.lang == "rust":
         if rng.random() < 0.5:
             return (
-                f"error[E0{rng.choice((382, 499, 502, 308, 597))}]: borrow of moved value: `{p.var()}`\n"
+                f"error[E0{rng.choice((382, 499, 502, 308, 597))}]: borrow of moved value: "
+                f"`{p.var()}`\n"
                 f"  --> {f}:{rng.randint(10, 500)}:{rng.randint(5, 40)}\n   |\n"
                 f"{rng.randint(10, 99)} |     let {p.var()} = {p.var()};\n"
                 f"   |         - value moved here\n\n"
-                f"error: could not compile `{p.repo}` (lib) due to {rng.randint(1, 4)} previous errors\n"
+                f"error: could not compile `{p.repo}` (lib) due to {rng.randint(1, 4)} previous "
+                "errors\n"
             )
         return (
             f"running {n} tests\ntest {p.noun()}::tests::{test} ... FAILED\n\nfailures:\n\n"
@@ -303,7 +326,8 @@ def failing_run(rng: random.Random, p: Project, attempt: int) -> str:
     if p.lang == "java":
         return (
             f"[ERROR] Tests run: {n}, Failures: 1, Errors: 0, Skipped: 0\n"
-            f"[ERROR] {p.type_name()}Test.{test}  Time elapsed: {rng.uniform(0, 2):.3f} s  <<< FAILURE!\n"
+            f"[ERROR] {p.type_name()}Test.{test}  Time elapsed: {rng.uniform(0, 2):.3f} s  <<< "
+            "FAILURE!\n"
             f"org.opentest4j.AssertionFailedError: expected: <{want}> but was: <{got}>\n"
             + _java_trace(rng, p, 500)
             + "[ERROR] BUILD FAILURE\n"
@@ -317,7 +341,7 @@ def failing_run(rng: random.Random, p: Project, attempt: int) -> str:
             f"Found 2 errors in the same file, starting at: {f}\n"
         )
     return (
-        f"FAIL {p.test_file()}\n  ● {p.type_name()} › {test}\n\n"
+        f"FAIL {p.test_file()}\n  ● {p.type_name()} > {test}\n\n"
         f"    expect(received).toEqual(expected)\n\n    Expected: {want}\n    Received: {got}\n\n"
         + _js_trace(rng, p, 400)
         + f"\nTests:       1 failed, {n - 1} passed, {n} total\n"
@@ -327,8 +351,9 @@ def failing_run(rng: random.Random, p: Project, attempt: int) -> str:
 def lint_errors(rng: random.Random, p: Project) -> str:
     """A second failing tool result (linter) some failure-loop turns carry."""
     f = p.file()
+    kinds = ("unused variable", "shadowed declaration", "unreachable code", "missing return")
     lines = [
-        f"{f}:{rng.randint(5, 400)}:{rng.randint(1, 60)}: error: {rng.choice(('unused variable', 'shadowed declaration', 'unreachable code', 'missing return'))} `{p.var()}`"
+        f"{f}:{rng.randint(5, 400)}:{rng.randint(1, 60)}: error: {rng.choice(kinds)} `{p.var()}`"
         for _ in range(rng.randint(1, 4))
     ]
     return "\n".join(lines) + f"\nexit status {rng.choice((1, 2))}"
