@@ -43,9 +43,15 @@ def failing_turn(i: int) -> list[dict[str, Any]]:
     ]
 
 
+@pytest.fixture(scope="module")
+def sim() -> Iterator[ServerThread]:
+    with ServerThread(create_sim_app()) as s:
+        yield s
+
+
 @pytest.fixture
 def shadowed(
-    request: pytest.FixtureRequest, tmp_path: Path
+    request: pytest.FixtureRequest, tmp_path: Path, sim: ServerThread
 ) -> Iterator[tuple[ServerThread, AdminClient]]:
     """A router in shadow (auto, rollout 0) with three shadow decisions recorded.
     SQLite unless a test asks for "postgresql" (indirect parametrization)."""
@@ -54,7 +60,7 @@ def shadowed(
     router = escalating_router(
         "canary", mode="auto", rollout_percent=0, strike_threshold=1, gate_min_labels=3
     )
-    with database(kind, tmp_path, pg) as db, ServerThread(create_sim_app()) as sim:
+    with database(kind, tmp_path, pg) as db:
         doc = admin_config(sim.url, db, routers=[router])
         with gateway(doc) as (gw, admin):
             for i in range(3):
