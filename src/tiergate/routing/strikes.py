@@ -54,11 +54,21 @@ class Strike:
 
 # ---- output shapes ------------------------------------------------------------
 
-_ERROR_SHAPE = re.compile(
+# Each shape is split in two: branches anchored at the start of a line (tried
+# with `match` at line starts only) and floating branches (searched within the
+# line). Every branch matches within one line and contains one of the trigger
+# literals, so only lines a trigger points at are ever examined.
+
+_ERROR_AT_LINE_START = re.compile(
+    r"Segmentation fault"
+    r"|goroutine \d+ \["
+    r"|\s*(?:"
+    r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?:\[\w+\])?: "  # ValueError: x
+    r"|(?:error|fatal|panic|Error|Fatal|FATAL|ERROR)(?:\[[\w-]+\])?:"  # error: / panic:
+    r"|ERROR\b)"
+)
+_ERROR_IN_LINE = re.compile(
     r"Traceback \(most recent call last\)"
-    r"|^\s*(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?:\[\w+\])?: "  # ValueError: x
-    r"|^\s*(?:error|fatal|panic|Error|Fatal|FATAL|ERROR)(?:\[[\w-]+\])?:"  # error: / panic:
-    r"|^\s*ERROR\b"
     r"|:\d+(?::\d+)?: (?:fatal )?error\b"  # file.c:3:5: error
     r"|\berror TS\d+\b"  # tsc
     r"|\bnpm ERR!"
@@ -67,25 +77,32 @@ _ERROR_SHAPE = re.compile(
     r"|\bcommand not found\b"
     r"|\bNo such file or directory\b"
     r"|\bPermission denied\b"
-    r"|^Segmentation fault"
-    r"|^goroutine \d+ \[",
-    re.MULTILINE,
+)
+_ERROR_AT_LINE_START_TRIGGER = re.compile(
+    r"Segmentation fault|goroutine|Error|Exception|error|fatal|Fatal|FATAL|ERROR|panic"
+)
+_ERROR_IN_LINE_TRIGGER = re.compile(
+    r"Traceback|: error|: fatal error|error TS|npm ERR!|exit"
+    r"|command not found|No such file or directory|Permission denied"
 )
 
-_TEST_FAILURE_SHAPE = re.compile(
-    r"^=+ .*\b\d+ (?:failed|errors?)\b"  # pytest summary line
-    r"|^FAILED \S"  # pytest short summary
-    r"|^--- FAIL: "  # go test
-    r"|^FAIL(?:\s+\S|$)"  # go package result
-    r"|\btest result: FAILED\b"  # cargo
-    r"|^Tests:\s+.*\b\d+ failed\b"  # jest
-    r"|^\s*\d+ failing\b"  # mocha
+_TEST_FAILURE_AT_LINE_START = re.compile(
+    r"=+ .*\b\d+ (?:failed|errors?)\b"  # pytest summary line
+    r"|FAILED \S"  # pytest short summary
+    r"|--- FAIL: "  # go test
+    r"|FAIL(?:\s+\S|$)"  # go package result
+    r"|Tests:\s+.*\b\d+ failed\b"  # jest
+    r"|\s*\d+ failing\b"  # mocha
+    r"|not ok \d+"  # TAP
+    r"|\s*AssertionError\b"
+)
+_TEST_FAILURE_IN_LINE = re.compile(
+    r"\btest result: FAILED\b"  # cargo
     r"|\bTests run: \d+, Failures: (?:[1-9]|\d+, Errors: [1-9])"  # junit / maven
     r"|\b\d+ tests? completed, \d+ failed\b"  # gradle
-    r"|^not ok \d+"  # TAP
-    r"|^\s*AssertionError\b",
-    re.MULTILINE,
 )
+_TEST_FAILURE_AT_LINE_START_TRIGGER = re.compile(r"FAIL|failed|failing|error|not ok|AssertionError")
+_TEST_FAILURE_IN_LINE_TRIGGER = re.compile(r"test result: FAILED|Tests run: |tests? completed")
 
 _EDIT_NAME_TOKENS = frozenset(
     {"write", "edit", "patch", "apply", "replace", "insert", "multiedit", "applypatch"}
@@ -114,14 +131,44 @@ def _scan_text(text: str) -> str:
     return text[:_SCAN_HEAD] + "\n" + text[-_SCAN_TAIL:]
 
 
+def _lines_match(
+    trigger: re.Pattern[str], shape: re.Pattern[str], text: str, *, anchored: bool
+) -> bool:
+    """Try `shape` on each line a trigger literal points at: with `match` at the
+    line start when `anchored`, else `search` within the line."""
+    checked_to = -1
+    for m in trigger.finditer(text):
+        start = text.rfind("\n", 0, m.start()) + 1
+        if start <= checked_to:
+            continue  # this line was already tried
+        end = text.find("\n", m.end())
+        end = len(text) if end < 0 else end
+        found = shape.match(text, start, end) if anchored else shape.search(text, start, end)
+        if found:
+            return True
+        checked_to = end
+    return False
+
+
 def looks_like_error(text: str) -> bool:
-    """True when tool output has the shape of a failed command or crash."""
-    return bool(_ERROR_SHAPE.search(_scan_text(text)))
+    """True when tool output has the shape of a failed command or crash.
+
+    Equivalent to searching the whole text with every shape branch (a property
+    test checks it), but plain-literal triggers pick the few lines worth trying,
+    so ordinary source code that merely mentions `error` costs microseconds.
+    """
+    text = _scan_text(text)
+    return _lines_match(
+        _ERROR_AT_LINE_START_TRIGGER, _ERROR_AT_LINE_START, text, anchored=True
+    ) or _lines_match(_ERROR_IN_LINE_TRIGGER, _ERROR_IN_LINE, text, anchored=False)
 
 
 def looks_like_test_failure(text: str) -> bool:
-    """True when tool output has the shape of a failing test run."""
-    return bool(_TEST_FAILURE_SHAPE.search(_scan_text(text)))
+    """True when tool output has the shape of a failing test run (see looks_like_error)."""
+    text = _scan_text(text)
+    return _lines_match(
+        _TEST_FAILURE_AT_LINE_START_TRIGGER, _TEST_FAILURE_AT_LINE_START, text, anchored=True
+    ) or _lines_match(_TEST_FAILURE_IN_LINE_TRIGGER, _TEST_FAILURE_IN_LINE, text, anchored=False)
 
 
 def _parse_args(arguments: str) -> Any:
