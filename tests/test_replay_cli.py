@@ -24,9 +24,10 @@ def test_export_then_replay_the_file(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert len(lines) == 10
     assert [orjson.loads(x) for x in lines] == generate_corpus(seed=3, sessions=10)
     args = ["replay", "--corpus", str(corpus), "--json", str(metrics), "--no-progress"]
-    assert main([*args, "--policy", "always-cheap", "escalation-uncapped"]) == 0
+    assert main([*args, "--policy", "always-cheap", "escalation-uncapped", "--e2e"]) == 0
     doc = orjson.loads(metrics.read_bytes())
     assert set(doc["policies"]) == {"always-cheap", "escalation-uncapped"}
+    assert doc["e2e"]["errors"] == 0 and doc["e2e"]["tier_agreement"] == 1.0
     assert set(METRIC_KEYS) <= set(doc["policies"]["escalation-uncapped"])
     assert doc["corpus"]["sessions"] == 10
     assert "escalation-uncapped" in capsys.readouterr().out
@@ -87,6 +88,20 @@ async def test_e2e_over_http_agrees_with_the_in_process_replay() -> None:
     assert res["gateway_reported_usd"] == pytest.approx(res["billed_usd"]["total"], rel=1e-3)
     assert 0.5 < res["model_vs_billed"] < 1.5
     assert 0 < res["cache_hit_rate"]["billed"] < 1
+
+
+def test_report_only_some_experiments(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r"
+    argv = ["replay", "report", "--sessions", "8", "--no-progress", "--out", str(out)]
+    assert main([*argv, "--only", "adversarial", "latency"]) == 0
+    md = (out / "replay.md").read_text()
+    assert "## 4. Adversarial cap run" in md and "## 6. Escalation latency" in md
+    assert "## 3. Threshold sweep" not in md and "## 7. End to end" not in md
+    assert sorted(p.name for p in (out / "figures").glob("*.png")) == [
+        "replay-adversarial.png",
+        "replay-latency.png",
+    ]
 
 
 def test_pick_sessions_spreads_over_the_corpus() -> None:

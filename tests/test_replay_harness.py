@@ -12,13 +12,14 @@ import pytest
 
 from tiergate.formats.openai import parse_request
 from tiergate.replay import experiments as ex
+from tiergate.replay import pipeline
 from tiergate.replay.features import extract
 from tiergate.replay.harness import STANDARD_POLICIES, RunResult, SimClock, run_policy
 from tiergate.replay.metrics import METRIC_KEYS
 from tiergate.replay.pipeline import prepare, run_policies
 from tiergate.replay.texts_common import TOOLSETS, Project
 from tiergate.replay.traces import stack_dump
-from tiergate.replay_cli import POLICY_NAMES
+from tiergate.replay_cli import EXPERIMENTS, POLICY_NAMES
 from tiergate.routing.difficulty import delta_score
 from tiergate.state.redis import RedisStore
 
@@ -201,8 +202,9 @@ async def test_fixed_policies_serve_one_tier_and_affinity_is_cheaper(facts: Any)
     assert sum(r.cost for r in front_aff.records) < cost
 
 
-async def test_shipped_policy_names_match_the_cli() -> None:
+async def test_shipped_policy_and_experiment_names_match_the_cli() -> None:
     assert [p.name for p in ex.policy_list()] == list(POLICY_NAMES)
+    assert EXPERIMENTS == pipeline.EXPERIMENTS
 
 
 async def test_metrics_json_has_the_design_keys() -> None:

@@ -18,6 +18,8 @@ from typing import Any
 
 DEFAULT_SEED = 20260814
 DEFAULT_SESSIONS = 400
+#: The report's experiments, in report order (tiergate.replay.pipeline.EXPERIMENTS).
+EXPERIMENTS = ("main", "policies", "sweep", "adversarial", "prevalence", "latency", "e2e")
 #: Policy names `--policy` accepts (tiergate.replay.experiments.policy_list, checked by tests).
 POLICY_NAMES = (
     "always-cheap",
@@ -127,5 +129,12 @@ def add_replay_parser(subparsers: Any) -> None:
     rep.add_argument("--no-e2e", action="store_true", help="skip the end-to-end HTTP experiment")
     rep.add_argument(
         "--metrics", metavar="FILE", help="metrics JSON path (default OUT/replay-metrics.json)"
+    )
+    rep.add_argument(
+        "--only",
+        nargs="+",
+        metavar="EXPERIMENT",
+        choices=EXPERIMENTS,
+        help=f"run only these experiments: {', '.join(EXPERIMENTS)} (default all)",
     )
     rep.set_defaults(func=_lazy("cmd_report"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator
@@ -123,7 +124,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     with progress_bar(total, _show_progress(args), "report") as bar:
         prep = prepare(corpus, source, bar)
         results = asyncio.run(
-            run_report(prep, store_factory, label, not args.no_e2e, args.e2e_sessions, bar)
+            run_report(
+                prep,
+                store_factory,
+                label,
+                not args.no_e2e,
+                args.e2e_sessions,
+                bar,
+                only=args.only,
+            )
         )
     results["command"] = _report_command(args)
     made = figures.write_all(results, out / "figures")
@@ -149,11 +158,14 @@ def _report_command(args: argparse.Namespace) -> str:
         parts += ["--seed", str(args.seed), "--sessions", str(args.sessions)]
     if args.state != "memory":
         parts += ["--state", "URL"]
+    if args.only:
+        parts += ["--only", *args.only]
     if args.no_e2e:
         parts.append("--no-e2e")
     elif args.e2e_sessions:
         parts += ["--e2e-sessions", str(args.e2e_sessions)]
-    parts += ["--out", args.out]
+    out = os.path.relpath(args.out) if Path(args.out).is_absolute() else args.out
+    parts += ["--out", out if not out.startswith("..") else args.out]
     return " ".join(shlex.quote(p) for p in parts)
 
 

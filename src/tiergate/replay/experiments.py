@@ -209,6 +209,14 @@ async def threshold_sweep(rp: Replayer) -> dict[str, Any]:
     chosen = effective_delta_threshold(ENGINE_UNCAPPED.engine_router())
     facts = rp.facts
     hard = [t.delta for s in facts.sessions for t in s.turns if t.served_index and t.needs_strong]
+    # Failure loops are meant for the strike trigger, not the difficulty gate.
+    hard_gate = [
+        t.delta
+        for s in facts.sessions
+        if s.archetype != "failure_loop"
+        for t in s.turns
+        if t.served_index and t.needs_strong
+    ]
     easy = [
         t.delta for s in facts.sessions for t in s.turns if t.served_index and not t.needs_strong
     ]
@@ -219,9 +227,11 @@ async def threshold_sweep(rp: Replayer) -> dict[str, Any]:
         "delta_gate": {f"{t:.2f}": _public(v) for t, v in delta.items()},
         "full_transcript_gate": {f"{t:.2f}": _public(v) for t, v in full.items()},
         "percentile_gate": {f"{q:g}": _public(v) for q, v in pct.items()},
+        "threshold": chosen,
         "delta_margin": margin(delta, chosen),
         "scores": {
             "hard_turns": _dist(hard),
+            "hard_turns_outside_failure_loops": _dist(hard_gate),
             "other_turns": _dist(easy),
             "easy_session_max": round(max(easy_sessions), 4) if easy_sessions else None,
         },

@@ -324,7 +324,7 @@ def write_all(results: dict[str, Any], out: Path, prefix: str = "replay-") -> di
     jobs: Sequence[tuple[str, Any]] = (
         ("main", lambda p: fig_main(results["main"], p)),
         ("policies", lambda p: fig_policies(results["policies"], p)),
-        ("sweep", lambda p: fig_sweep(results["sweep"], results["main"]["threshold"], p)),
+        ("sweep", lambda p: fig_sweep(results["sweep"], results["sweep"]["threshold"], p)),
         ("adversarial", lambda p: fig_adversarial(results["adversarial"], p)),
         ("prevalence", lambda p: fig_prevalence(results["prevalence"], p)),
         ("latency", lambda p: fig_latency(results["latency"], p)),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,9 @@ Progress = Callable[[int], None]
 REPORT_ENGINE_RUNS = (
     len(ex.policy_list()) + 2 * len(ex.SWEEP_T2) + len(ex.SWEEP_PERCENTILES) + 1  # adversarial
 )
+
+
+EXPERIMENTS = ("main", "policies", "sweep", "adversarial", "prevalence", "latency", "e2e")
 
 
 @dataclass
@@ -98,8 +101,12 @@ async def run_report(
     e2e_sessions: int | None = None,
     progress: Progress | None = None,
     cost_model: CostModel | None = None,
+    only: Collection[str] | None = None,
 ) -> dict[str, Any]:
-    """All seven experiments; the results dict the report and metrics JSON are built from."""
+    """The seven experiments (or `only` some); the results the report is built from."""
+    want = set(only or EXPERIMENTS)
+    if not with_e2e:
+        want.discard("e2e")
     started = time.perf_counter()
     cm = cost_model or CostModel()
     rp = ex.Replayer(prep.facts, cm, store_factory, progress)
@@ -109,16 +116,22 @@ async def run_report(
         "state": state_label,
         "cost_model": cm.describe(),
     }
-    results["policies"] = await ex.policies(rp)
-    results["main"] = await ex.main_replay(rp)
-    results["latency"] = await ex.latency(rp)
-    results["sweep"] = await ex.threshold_sweep(rp)
-    results["adversarial"] = await ex.adversarial(rp)
-    results["prevalence"] = ex.prevalence(rp)
-    if with_e2e:
+    if want & {"policies", "prevalence"}:
+        results["policies"] = await ex.policies(rp)
+    if "main" in want:
+        results["main"] = await ex.main_replay(rp)
+    if "latency" in want:
+        results["latency"] = await ex.latency(rp)
+    if "sweep" in want:
+        results["sweep"] = await ex.threshold_sweep(rp)
+    if "adversarial" in want:
+        results["adversarial"] = await ex.adversarial(rp)
+    if "prevalence" in want:
+        results["prevalence"] = ex.prevalence(rp)
+    if "e2e" in want:
         chosen = e2e_mode.pick_sessions(prep.facts, e2e_sessions)
         results["e2e"] = await e2e_mode.run_e2e(
-            prep.corpus, prep.facts, chosen, cm, rp.runs[ex.ENGINE_UNCAPPED.name], progress
+            prep.corpus, prep.facts, chosen, cm, await rp.run(ex.ENGINE_UNCAPPED), progress
         )
     results["targets"] = targets(results)
     results["runtime_seconds"] = round(time.perf_counter() - started, 1)

@@ -7,7 +7,7 @@ writer reports on the default corpus and on a user's own logged traffic.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from tiergate.replay.experiments import ENGINE_UNCAPPED, MARGIN_TARGET
@@ -42,7 +42,7 @@ def metrics_document(results: dict[str, Any]) -> dict[str, Any]:
     doc = {
         "corpus": results["corpus"],
         "cost_model": results["cost_model"],
-        "policies": results["policies"],
+        "policies": results.get("policies", {}),
         "targets": targets(results),
         "experiments": public(
             {
@@ -66,7 +66,7 @@ def _pct(x: float | None, digits: int = 1) -> str:
 def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
     """Each issue target with its measured value and whether it is met."""
     out: list[dict[str, Any]] = []
-    pol = results["policies"]
+    pol = results.get("policies", {})
     esc = pol.get(ENGINE_UNCAPPED.name)
     if esc is None:
         return out
@@ -205,17 +205,27 @@ def render(results: dict[str, Any], figures: dict[str, str], figure_folder: str 
         "",
         *_corpus_section(results),
         *_cost_section(results),
-        *_main_section(results, figures, figure_folder),
-        *_policy_section(results, figures, figure_folder),
-        *_sweep_section(results, figures, figure_folder),
-        *_adversarial_section(results, figures, figure_folder),
-        *_prevalence_section(results, figures, figure_folder),
-        *_latency_section(results, figures, figure_folder),
+        *_if(results, "main", _main_section, figures, figure_folder),
+        *_if(results, "policies", _policy_section, figures, figure_folder),
+        *_if(results, "sweep", _sweep_section, figures, figure_folder),
+        *_if(results, "adversarial", _adversarial_section, figures, figure_folder),
+        *_if(results, "prevalence", _prevalence_section, figures, figure_folder),
+        *_if(results, "latency", _latency_section, figures, figure_folder),
         *_e2e_section(results, figures, figure_folder),
-        *_findings_section(results),
+        *(_findings_section(results) if "sweep" in results else []),
         *_reproduce_section(results),
     ]
     return "\n".join(parts) + "\n"
+
+
+Section = Callable[[dict[str, Any], dict[str, str], str], list[str]]
+
+
+def _if(
+    results: dict[str, Any], key: str, section: Section, figures: dict[str, str], folder: str
+) -> list[str]:
+    """A section, only when its experiment ran (`tiergate replay report --only ...`)."""
+    return section(results, figures, folder) if key in results else []
 
 
 def _corpus_section(results: dict[str, Any]) -> list[str]:
@@ -536,7 +546,7 @@ def _latency_section(results: dict[str, Any], figures: dict[str, str], folder: s
 def _e2e_section(results: dict[str, Any], figures: dict[str, str], folder: str) -> list[str]:
     e = results.get("e2e")
     if not e or "billed_usd" not in e:
-        return ["## 7. End to end", "", "Not run (`--no-e2e`).", ""]
+        return []
     rows = [
         ("sessions / requests", f"{e['sessions']} / {e['requests']}"),
         ("HTTP errors", e["errors"]),
@@ -580,6 +590,20 @@ def sweep_summary(points: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def cap_binding_prevalence(prev: dict[str, Any] | None, cap: float = 0.20) -> float | None:
+    """The hard-session prevalence at which the engine's strong spend share reaches `cap`."""
+    if not prev or ENGINE_UNCAPPED.name not in prev["policies"]:
+        return None
+    xs = prev["prevalences"]
+    ys = prev["policies"][ENGINE_UNCAPPED.name]["strong_spend_share"]
+    for (x0, y0), (x1, y1) in zip(
+        zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False
+    ):
+        if y0 <= cap < y1:
+            return x0 + (cap - y0) * (x1 - x0) / (y1 - y0)
+    return None
+
+
 def _drift_sentence(drift: dict[str, list[float]]) -> str:
     if len(drift.get("turn", [])) < 2:
         return ""
@@ -598,27 +622,36 @@ def _findings_section(results: dict[str, Any]) -> list[str]:
     d = sweep_summary(s["delta_gate"])
     f = sweep_summary(s["full_transcript_gate"])
     sc = s["scores"]
+    hard_gate = sc.get("hard_turns_outside_failure_loops") or sc["hard_turns"]
     out = [
         f"- Delta gate: no false positive from T2 = {d['lowest_without_false_positives']} up, no "
         f"missed session up to T2 = {d['highest_without_misses']}; the fewest errors "
         f"(false positives + misses = {d['best_errors']}) at T2 = {d['best']}. The full-transcript "
         f"gate's fewest errors: {f['best_errors']} at T2 = {f['best']}.",
         f"- Score overlap: the highest delta score of any turn in an easy session is "
-        f"{sc['easy_session_max']}, the 5th percentile of needs-strong turns "
-        f"{sc['hard_turns'].get('p5')}: the two-turn streak, not a score gap, is what keeps easy "
-        "sessions base.",
+        f"{sc['easy_session_max']}; needs-strong turns outside failure loops score from "
+        f"{hard_gate.get('min')} (5th percentile {hard_gate.get('p5')}, median "
+        f"{hard_gate.get('median')}). The classes overlap; the two-turn streak, not a score gap, "
+        "is what keeps easy sessions base.",
     ]
     drift = _drift_sentence(s.get("_drift", {}))
     if drift:
         out.append(f"- {drift}")
-    pol = results["policies"]
+    pol = results.get("policies", {})
     if "escalation" in pol and ENGINE_UNCAPPED.name in pol:
-        out.append(
+        text = (
             f"- Share caps on a stress mix: with the shipped caps the engine served "
             f"{_pct(pol['escalation']['hard_turn_coverage'])} of needs-strong turns strong, "
-            f"without them {_pct(pol[ENGINE_UNCAPPED.name]['hard_turn_coverage'])}; at realistic "
-            "prevalences (section 5) the caps stop binding."
+            f"without them {_pct(pol[ENGINE_UNCAPPED.name]['hard_turn_coverage'])}."
         )
+        binds = cap_binding_prevalence(results.get("prevalence"))
+        if binds is not None:
+            text += (
+                " A strong turn costs several cheap ones, so the strong share of *spend* "
+                f"reaches the shipped 20 % cap at about {_pct(binds)} hard sessions (section 5): "
+                "above that prevalence the cap, not the triggers, decides."
+            )
+        out.append(text)
     return ["## Findings", "", *out, ""]
 
 
