@@ -32,6 +32,15 @@ class Write:
     ttl: float | None = None
 
 
+@dataclass(slots=True)
+class Incr:
+    """One counter increment of a batch: add `amount`, (re)set the TTL if given."""
+
+    key: str
+    amount: float
+    ttl: float | None = None
+
+
 TransactFn = Callable[[list[bytes | None]], tuple[list[Write], T]]
 
 
@@ -70,6 +79,20 @@ class StateStore(Protocol):
         `fn` is pure: given the current values it returns the writes to apply
         and a result. If any key changed between read and write, re-read and
         re-run `fn` (Redis WATCH/MULTI; memory needs no retry under asyncio).
+        """
+        ...
+
+    async def apply_batch(
+        self,
+        writes: Sequence[Write],
+        incrs: Sequence[Incr] = (),
+        guard: tuple[str, bytes | None] | None = None,
+    ) -> bool:
+        """Apply writes and counter increments atomically in ONE round trip.
+
+        With `guard=(key, expected)` nothing is applied, and False returned,
+        unless `key` still holds `expected` (None = absent): the one-trip
+        commit of a value computed from an earlier read (Redis: one Lua call).
         """
         ...
 

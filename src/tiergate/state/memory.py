@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from tiergate.state.base import TransactFn, Write
+from tiergate.state.base import Incr, TransactFn, Write
 
 T = TypeVar("T")
 
@@ -158,6 +158,22 @@ class MemoryStore:
             self._put(w.key, w.value, w.ttl, now)
         self._prune(now)
         return result
+
+    async def apply_batch(
+        self,
+        writes: Sequence[Write],
+        incrs: Sequence[Incr] = (),
+        guard: tuple[str, bytes | None] | None = None,
+    ) -> bool:
+        """Atomic by construction: nothing awaits between the check and the writes."""
+        now = self._clock()
+        if guard is not None and self._live(guard[0], now) != guard[1]:
+            return False
+        for w in writes:
+            self._put(w.key, w.value, w.ttl, now)
+        for inc in incrs:
+            await self.incr(inc.key, inc.amount, inc.ttl)
+        return True
 
     async def ping(self) -> bool:
         return True

@@ -28,7 +28,7 @@ from redis.exceptions import ReadOnlyError, ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tiergate.config import StateConfig
-from tiergate.state.base import StateUnavailable, TransactFn, Write
+from tiergate.state.base import Incr, StateUnavailable, TransactFn, Write
 
 T = TypeVar("T")
 
@@ -59,6 +59,39 @@ elseif ARGV[5] ~= '' then
   redis.call('SET', KEYS[1], ARGV[4], 'PX', ARGV[5])
 else
   redis.call('SET', KEYS[1], ARGV[4])
+end
+return 1
+"""
+
+
+# One round trip for a whole commit. KEYS: [guard key?], write keys..., incr keys...
+# ARGV: has_guard, expected_present, expected, n_writes, n_incrs, then per write
+# (op 'set'/'del', value, ttl ms or ''), then per incr (amount, ttl ms or '').
+_BATCH_LUA = """
+local k, a = 1, 6
+if ARGV[1] == '1' then
+  local cur = redis.call('GET', KEYS[1])
+  if ARGV[2] == '1' then
+    if cur ~= ARGV[3] then return 0 end
+  elseif cur then
+    return 0
+  end
+  k = 2
+end
+for _ = 1, tonumber(ARGV[4]) do
+  if ARGV[a] == 'del' then
+    redis.call('DEL', KEYS[k])
+  elseif ARGV[a + 2] ~= '' then
+    redis.call('SET', KEYS[k], ARGV[a + 1], 'PX', ARGV[a + 2])
+  else
+    redis.call('SET', KEYS[k], ARGV[a + 1])
+  end
+  k, a = k + 1, a + 3
+end
+for _ = 1, tonumber(ARGV[5]) do
+  redis.call('INCRBYFLOAT', KEYS[k], ARGV[a])
+  if ARGV[a + 1] ~= '' then redis.call('PEXPIRE', KEYS[k], ARGV[a + 1]) end
+  k, a = k + 1, a + 2
 end
 return 1
 """
@@ -113,6 +146,7 @@ class RedisStore:
         )
         self._incr_script = self._redis.register_script(_INCR_LUA)
         self._cas_script = self._redis.register_script(_CAS_LUA)
+        self._batch_script = self._redis.register_script(_BATCH_LUA)
 
     @classmethod
     def from_config(cls, cfg: StateConfig) -> RedisStore:
@@ -235,6 +269,42 @@ class RedisStore:
                 except WatchError:
                     continue
         raise TransactionConflict(f"transact: {retries} attempts lost to concurrent writers")
+
+    async def apply_batch(
+        self,
+        writes: Sequence[Write],
+        incrs: Sequence[Incr] = (),
+        guard: tuple[str, bytes | None] | None = None,
+    ) -> bool:
+        """One EVALSHA: the guard check, every write and every increment, atomically."""
+        if not writes and not incrs and guard is None:
+            return True
+        keys: list[str] = []
+        args: list[bytes | str | int] = []
+        if guard is not None:
+            keys.append(self._k(guard[0]))
+            args += ["1", "0" if guard[1] is None else "1", guard[1] or b""]
+        else:
+            args += ["0", "0", b""]
+        args += [len(writes), len(incrs)]
+        for w in writes:
+            if w.ttl is not None and w.ttl <= 0:
+                w = Write(w.key, None)  # a non-positive TTL deletes, as in set_many
+            keys.append(self._k(w.key))
+            ttl = "" if w.ttl is None else ttl_ms(w.ttl)
+            args += ["del", b"", ""] if w.value is None else ["set", w.value, ttl]
+        for inc in incrs:
+            if inc.ttl is not None and inc.ttl <= 0:
+                raise ValueError("incr ttl must be positive or None")
+            keys.append(self._k(inc.key))
+            args += [repr(float(inc.amount)), "" if inc.ttl is None else ttl_ms(inc.ttl)]
+        async with self._guard("apply_batch"):
+            try:
+                return bool(await self._batch_script(keys=keys, args=args))
+            except ResponseError as err:
+                if _is_unavailable(err):
+                    raise
+                raise ValueError(f"apply_batch: {err}") from None
 
     async def ping(self) -> bool:
         """True when Redis answers; False (not an exception) when it cannot be reached."""

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 from tiergate import metrics
-from tiergate.state.base import StateStore, StateUnavailable, TransactFn, Write
+from tiergate.state.base import Incr, StateStore, StateUnavailable, TransactFn, Write
 from tiergate.state.redis import TransactionConflict
 
 log = logging.getLogger(__name__)
@@ -130,6 +130,14 @@ class ResilientStore:
 
     async def transact(self, keys: Sequence[str], fn: TransactFn[T], retries: int = 16) -> T:
         return await self._call("transact", lambda: self.inner.transact(keys, fn, retries))
+
+    async def apply_batch(
+        self,
+        writes: Sequence[Write],
+        incrs: Sequence[Incr] = (),
+        guard: tuple[str, bytes | None] | None = None,
+    ) -> bool:
+        return await self._call("apply_batch", lambda: self.inner.apply_batch(writes, incrs, guard))
 
     async def ping(self) -> bool:
         """Always probes the backend (health checks must not be short-circuited)."""
