@@ -181,7 +181,9 @@ def create_app(
         status = exc.status_code if isinstance(exc, HTTPException) else 404
         fmt = ANTHROPIC if request.url.path.startswith("/v1/messages") else OPENAI
         message = "Not found" if status == 404 else "Method not allowed"
-        return gateway.error_response(fmt, GatewayError(status, message, None), {})
+        # A 405 names the allowed methods (RFC 9110 requires the Allow header).
+        headers = dict(exc.headers or {}) if isinstance(exc, HTTPException) else {}
+        return gateway.error_response(fmt, GatewayError(status, message, None), headers)
 
     async def server_error(request: Request, exc: Exception) -> Response:
         log.error("unhandled error", extra={"error": type(exc).__name__})
