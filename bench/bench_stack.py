@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -60,42 +61,41 @@ def serve_variant(config: str, port: int, loop: str, http: str) -> None:
 
 
 def bench_servers(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
+    """Each variant `--rounds` times, in alternating order; the median of each figure."""
+    import yaml
+
     gw_cpu, load_cpu = common.cpu_layout()
     sim = common.start_sim(workdir, load_cpu)
     cfg = common.gateway_config(sim.url, "agent")
-    out = []
+    path = workdir / "stack.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    runs: dict[str, list[dict[str, Any]]] = {label: [] for label, _, _ in SERVER_VARIANTS}
     try:
-        for label, loop, http in SERVER_VARIANTS:
-            if loop is None or http is None:
-                proc = common.start_gateway(cfg, workdir, gw_cpu, name="gw-shipped")
-            else:
-                path = workdir / "stack.yaml"
-                import yaml
-
-                path.write_text(yaml.safe_dump(cfg))
-                port = common.free_port()
-                argv = [
-                    common.PYTHON,
-                    str(Path(__file__).resolve()),
-                    "--serve",
-                    str(path),
-                    "--port",
-                    str(port),
-                    "--loop",
-                    loop,
-                    "--http",
-                    http,
-                ]
-                proc = common.spawn(
-                    f"gw-{loop}-{http}", argv, port=port, workdir=workdir, cpu=gw_cpu
-                )
-            try:
-                out.append({"server": label, **_drive(proc, args, load_cpu)})
-            finally:
-                proc.stop()
-            print(f"   {label}: {out[-1]['rps']:.0f} req/s", flush=True)
+        for r in range(args.rounds):
+            order = SERVER_VARIANTS if r % 2 == 0 else SERVER_VARIANTS[::-1]
+            for label, loop, http in order:
+                if loop is None or http is None:
+                    proc = common.start_gateway(cfg, workdir, gw_cpu, name="gw-shipped")
+                else:
+                    port = common.free_port()
+                    argv = [common.PYTHON, str(Path(__file__).resolve()), "--serve", str(path)]
+                    argv += ["--port", str(port), "--loop", loop, "--http", http]
+                    name = f"gw-{loop}-{http}"
+                    proc = common.spawn(name, argv, port=port, workdir=workdir, cpu=gw_cpu)
+                try:
+                    runs[label].append(_drive(proc, args, load_cpu))
+                finally:
+                    proc.stop()
+                print(f"   {label}: {runs[label][-1]['rps']:.0f} req/s", flush=True)
     finally:
         sim.stop()
+    out = []
+    for label, rs in runs.items():
+        row: dict[str, Any] = {"server": label, "rounds": len(rs)}
+        for key in ("rps", "p50_ms_c1", "gateway_cpu_us_per_req"):
+            row[key] = statistics.median(x[key] for x in rs)
+        row["errors"] = sum(x["errors"] for x in rs)
+        out.append(row)
     return out
 
 
@@ -237,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=float, default=5.0, help="c=32 window per server variant")
     p.add_argument("--requests", type=int, default=500, help="c=1 requests per server variant")
     p.add_argument("--client-requests", type=int, default=3000)
+    p.add_argument("--rounds", type=int, default=3, help="runs per server variant (median)")
     p.add_argument("--quick", action="store_true")
     p.add_argument("--serve", metavar="CONFIG", help=argparse.SUPPRESS)
     p.add_argument("--port", type=int, help=argparse.SUPPRESS)
@@ -247,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
         serve_variant(args.serve, args.port, args.loop, args.http)
         return 0
     if args.quick:
-        args.seconds, args.requests, args.client_requests = 0.5, 30, 200
+        args.seconds, args.requests, args.client_requests, args.rounds = 0.5, 30, 200, 1
     info = common.machine_info()
     common.print_machine(info)
     workdir = Path(tempfile.mkdtemp(prefix="tiergate-stack-"))
