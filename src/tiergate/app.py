@@ -19,6 +19,7 @@ from starlette.routing import Route
 from tiergate import db
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
+from tiergate.api.dashboard import dashboard_mount
 from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
@@ -231,6 +232,7 @@ def create_app(
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             *admin_routes(admin),
+            dashboard_mount(),  # static pages; data comes from /admin/api with the token
         ],
         exception_handlers={404: not_found, 405: not_found, Exception: server_error},
         lifespan=lifespan,
