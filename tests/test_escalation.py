@@ -567,6 +567,9 @@ class UnreachableStore(MemoryStore):
     async def transact(self, *args: object, **kwargs: object) -> object:  # type: ignore[override]
         raise StateUnavailable("down")
 
+    async def apply_batch(self, *args: object, **kwargs: object) -> bool:  # type: ignore[override]
+        raise StateUnavailable("down")
+
 
 async def test_an_unreachable_store_degrades_to_base_and_skips_the_commit() -> None:
     d = SessionDriver(UnreachableStore(), make_router())

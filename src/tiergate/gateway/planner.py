@@ -29,12 +29,17 @@ from tiergate.routing import affinity, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
-from tiergate.routing.escalation import EscalationDecision, EscalationInputs
+from tiergate.routing.escalation import (
+    EscalationDecision,
+    EscalationInputs,
+    EscalationSnapshot,
+)
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
 from tiergate.routing.strikes import request_strikes, response_strikes
 from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
 from tiergate.state import StateStore, is_shared_backend
+from tiergate.state.base import StateUnavailable, Write
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +78,22 @@ class RoutePlan:
         """Apply the plan's deferred writes after the upstream reply."""
         if self.committer is not None:
             await self.committer.commit(self, outcome)
+
+
+@dataclass(frozen=True, slots=True)
+class StateRead:
+    """One request's state, read in one round trip (see Planner._read_state)."""
+
+    snap: EscalationSnapshot
+    pins: Pins | None  # None: no session, or affinity disabled
+    strong_model_pin: str | None
+
+    def pins_for(self, tier: str) -> Pins:
+        """The pins of the tier being served: the strong tier has its own model pin."""
+        assert self.pins is not None
+        if tier != affinity.STRONG_TIER:
+            return self.pins
+        return Pins(self.strong_model_pin, self.pins.channels, self.pins.degraded)
 
 
 class Planner:
@@ -171,10 +192,15 @@ class Planner:
             committer=self,
         )
         pools = self.tier_pools[router.name]
+        esc_on = escalation.escalation_applies(router) and not lane_turn
+        pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
+        state = await self._read_state(
+            router, scope, workspace, [c.name for c in candidates], esc_on, pin_router
+        )
 
-        if escalation.escalation_applies(router) and not lane_turn:
-            decision = await self._decide_tier(
-                req, headers, workspace, request_id, router, scope, candidates, pools
+        if esc_on:
+            decision = self._decide_tier(
+                req, headers, workspace, request_id, router, scope, candidates, pools, state.snap
             )
             plan.decision = decision
             plan.tier = decision.serve_tier
@@ -189,9 +215,8 @@ class Planner:
             plan.bandit_x = ctx.bandit_x
 
         ranked = strategies.rank(router.strategy, candidates, ctx)
-        pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
-        if scope is not None and self.cfg.affinity.enabled and ranked:
-            plan.pins = await affinity.read_pins(self.store, scope, pin_router, ranked, plan.tier)
+        if state.pins is not None and ranked:
+            plan.pins = state.pins_for(plan.tier)
             if pin_router is not None:
                 pinned = plan.pins.model
                 if pinned is None and plan.decision is not None and plan.tier == "base":
@@ -212,7 +237,47 @@ class Planner:
         plan.models = ranked
         return plan
 
-    async def _decide_tier(
+    async def _read_state(
+        self,
+        router: RouterConfig,
+        scope: str | None,
+        workspace: Workspace,
+        models: list[str],
+        esc_on: bool,
+        pin_router: str | None,
+    ) -> StateRead:
+        """Everything this request needs from the state store, in ONE round trip:
+        the escalation snapshot (tier state, share buckets, score histogram) and
+        the affinity pins (both tiers' model pins, every candidate's channel pin)."""
+        snap_read = (
+            escalation.plan_snapshot_read(router, scope, workspace.id, self.clock())
+            if esc_on
+            else None
+        )
+        pin_read = None
+        strong_key: list[str] = []
+        if scope is not None and self.cfg.affinity.enabled:
+            pin_read = affinity.plan_pin_read(scope, pin_router, models, affinity.BASE_TIER)
+            if esc_on and pin_router is not None:
+                strong_key = [affinity.model_pin_key(scope, pin_router, affinity.STRONG_TIER)]
+        esc_keys = snap_read.keys() if snap_read else []
+        pin_keys = pin_read.keys() if pin_read else []
+        keys = [*esc_keys, *pin_keys, *strong_key]
+        if not keys:
+            return StateRead(EscalationSnapshot(), None, None)
+        try:
+            values = await self.store.get_many(keys)
+        except StateUnavailable:
+            if pin_read is not None:
+                metrics.AFFINITY_DEGRADED_TOTAL.labels(op="read").inc()
+            return StateRead(EscalationSnapshot(degraded=True), Pins(degraded=True), None)
+        n = len(esc_keys)
+        snap = snap_read.decode(values[:n]) if snap_read else EscalationSnapshot()
+        pins = pin_read.decode(values[n : n + len(pin_keys)]) if pin_read else None
+        strong = values[-1] if strong_key else None
+        return StateRead(snap, pins, strong.decode("utf-8", "replace") if strong else None)
+
+    def _decide_tier(
         self,
         req: ChatRequest,
         headers: Mapping[str, str],
@@ -222,16 +287,17 @@ class Planner:
         scope: str | None,
         candidates: list[strategies.Candidate],
         pools: TierPools,
+        snap: EscalationSnapshot,
     ) -> EscalationDecision:
-        """The tier for this turn. Unidentified sessions (no scope) are served base,
-        get no header, and still count as router traffic for the share cap."""
-        now = self.clock()
+        """The tier for this turn (pure over the snapshot). Unidentified sessions
+        (no scope) are served base, get no header, and still count as router
+        traffic for the share cap."""
         strong = set(pools.strong)
         inputs = EscalationInputs(
             router=router,
             scope=scope,
             request_id=turn_key(req),
-            now=now,
+            now=self.clock(),
             delta_score=delta_score(req),
             request_strikes=request_strikes(req),
             tier_header=headers.get("x-orcarouter-tier"),
@@ -239,9 +305,6 @@ class Planner:
             workspace=workspace.id,
             workspace_cap_percent=workspace.share_cap_percent,
             strong_available=any(c.name in strong for c in candidates),
-        )
-        snap = await escalation.read_escalation_snapshot(
-            self.store, router, scope, workspace.id, now
         )
         return escalation.resolve_escalation(inputs, snap)
 
@@ -253,10 +316,15 @@ class Planner:
         target = outcome.target
         served_tier = self.served_tier(plan, target) or plan.tier
         plan.extras["served_tier"] = served_tier
+        pins: list[Write] = []
         if outcome.success and target is not None and plan.scope is not None:
-            await self._write_pins(plan, target, served_tier)
-        if plan.decision is not None:
-            await self._commit_escalation(plan, outcome, served_tier)
+            pins = self._pin_writes(plan, target, served_tier)
+        d = plan.decision
+        if d is not None and d.intents and outcome.success and outcome.response is not None:
+            # one round trip: tier state, share counters and pins together
+            await self._commit_escalation(plan, outcome, served_tier, pins)
+        elif pins:
+            await affinity.write_pins(self.store, pins)
         if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
             assert plan.bandit_x is not None
             reward = linucb.reward(outcome.success, outcome.cost)
@@ -278,15 +346,17 @@ class Planner:
             return plan.tier
         return affinity.STRONG_TIER if target.model in pools.strong else affinity.BASE_TIER
 
-    async def _write_pins(self, plan: RoutePlan, target: Target, served_tier: str) -> None:
+    def _pin_writes(self, plan: RoutePlan, target: Target, served_tier: str) -> list[Write]:
+        """Re-pin the session to what served it (refreshing TTLs); none when the
+        store was unreachable at read time (the write-back is skipped too)."""
         if not self.cfg.affinity.enabled or plan.pins.degraded:
-            return
+            return []
         ch = target.channel.config
         window = affinity.cache_window(ch.type, self.cfg.affinity, ch.cache_window_seconds)
         pin_router = None
         if plan.router is not None and strategies.pin_applies(plan.router, plan.router.strategy):
             pin_router = plan.router.name
-        writes = affinity.plan_pin_writes(
+        return affinity.plan_pin_writes(
             plan.scope,
             router=pin_router,
             tier=served_tier,
@@ -297,9 +367,10 @@ class Planner:
             backend_is_redis=self.shared_state,
             long_pin_seconds=self.cfg.affinity.long_pin_seconds,
         )
-        await affinity.write_pins(self.store, writes)
 
-    async def _commit_escalation(self, plan: RoutePlan, outcome: Outcome, served: str) -> None:
+    async def _commit_escalation(
+        self, plan: RoutePlan, outcome: Outcome, served: str, pins: list[Write]
+    ) -> None:
         assert plan.decision is not None
         window = None
         if outcome.target is not None:
@@ -318,6 +389,7 @@ class Planner:
                 cache_window_seconds=window,
             ),
             self.clock(),
+            extra_writes=pins,
         )
         for ev in result.events:
             metrics.observe_escalation_event(ev.router, ev.kind, ev.trigger, ev.header)

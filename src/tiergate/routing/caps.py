@@ -19,13 +19,13 @@ Deciding is pure (`share_exceeded`); only `count_share` writes.
 
 from __future__ import annotations
 
-import asyncio
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal
 
-from tiergate.state.base import StateStore
+from tiergate.state.base import Incr, StateStore
 
 ShareBasis = Literal["spend", "requests"]
 
@@ -88,8 +88,13 @@ def session_cap_reached(escalations_used: int, max_per_session: int) -> bool:
 
 def day_stamps(now: float, days: int) -> list[str]:
     """UTC yyyymmdd of today and the previous `days - 1` days, newest first."""
-    today = datetime.fromtimestamp(now, UTC).date()
-    return [(today - timedelta(days=i)).strftime("%Y%m%d") for i in range(days)]
+    return list(_day_stamps(int(now // _DAY), days))
+
+
+@functools.lru_cache(maxsize=64)
+def _day_stamps(day_number: int, days: int) -> tuple[str, ...]:
+    today = datetime.fromtimestamp(day_number * _DAY, UTC).date()
+    return tuple((today - timedelta(days=i)).strftime("%Y%m%d") for i in range(days))
 
 
 def router_share_keys(router: str, now: float, days: int) -> list[str]:
@@ -118,6 +123,34 @@ def counters_from_values(values: Sequence[bytes | None]) -> ShareCounters:
     return ShareCounters(*totals)
 
 
+def share_incrs(
+    router: str,
+    workspace: str | None,
+    now: float,
+    window_days: int,
+    strong: bool,
+    cost: float,
+) -> list[Incr]:
+    """The increments that count one served request into today's router and
+    workspace buckets. Keys live one day longer than the window, so a bucket is
+    still readable on the last day it belongs to the window, then disappears."""
+    ttl = (window_days + 1) * _DAY
+    day = day_stamps(now, 1)[0]
+    scopes = [f"esc:share:{router}:{day}"]
+    if workspace is not None:
+        scopes.append(f"esc:wshare:{workspace}:{day}")
+    out: list[Incr] = []
+    for scope in scopes:
+        out.append(Incr(f"{scope}:req", 1.0, ttl))
+        if strong:
+            out.append(Incr(f"{scope}:req_strong", 1.0, ttl))
+        if cost > 0:
+            out.append(Incr(f"{scope}:spend", cost, ttl))
+            if strong:
+                out.append(Incr(f"{scope}:spend_strong", cost, ttl))
+    return out
+
+
 async def count_share(
     store: StateStore,
     router: str,
@@ -127,23 +160,5 @@ async def count_share(
     strong: bool,
     cost: float,
 ) -> None:
-    """Count one served request into today's router and workspace buckets.
-
-    Keys live one day longer than the window, so a bucket is still readable on
-    the last day it belongs to the window and then disappears by itself.
-    """
-    ttl = (window_days + 1) * _DAY
-    day = day_stamps(now, 1)[0]
-    scopes = [f"esc:share:{router}:{day}"]
-    if workspace is not None:
-        scopes.append(f"esc:wshare:{workspace}:{day}")
-    increments: list[tuple[str, float]] = []
-    for scope in scopes:
-        increments.append((f"{scope}:req", 1.0))
-        if strong:
-            increments.append((f"{scope}:req_strong", 1.0))
-        if cost > 0:
-            increments.append((f"{scope}:spend", cost))
-            if strong:
-                increments.append((f"{scope}:spend_strong", cost))
-    await asyncio.gather(*(store.incr(k, amount, ttl=ttl) for k, amount in increments))
+    """Count one served request into today's buckets (one round trip)."""
+    await store.apply_batch([], share_incrs(router, workspace, now, window_days, strong, cost))

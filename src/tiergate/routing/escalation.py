@@ -24,7 +24,6 @@ every class obeys the caps (§4.3); de-escalation is asymmetric (§4.4).
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 from collections.abc import Sequence
@@ -34,11 +33,11 @@ from typing import Any, Literal
 from tiergate.config import UNMAPPED_CACHE_WINDOW, EscalationConfig, RouterConfig
 from tiergate.routing.caps import (
     ShareCounters,
-    count_share,
     counters_from_values,
     router_share_keys,
     session_cap_reached,
     share_exceeded,
+    share_incrs,
     workspace_share_keys,
 )
 from tiergate.routing.percentile import (
@@ -46,7 +45,7 @@ from tiergate.routing.percentile import (
     histogram_from_values,
     histogram_keys,
     percentile_threshold,
-    record_score,
+    score_incr,
 )
 from tiergate.routing.strikes import Strike
 from tiergate.routing.tier_state import (
@@ -66,7 +65,7 @@ from tiergate.routing.tier_state import (
     short_turn_id,
     tier_state_key,
 )
-from tiergate.state.base import StateStore, StateUnavailable, Write
+from tiergate.state.base import Incr, StateStore, StateUnavailable, Write
 
 logger = logging.getLogger(__name__)
 
@@ -163,11 +162,57 @@ class EscalationSnapshot:
     scores: ScoreHistogram | None = None
     #: The store could not be read: serve base, change nothing.
     degraded: bool = False
+    #: The tier state exactly as read (None = absent): the commit's guard value.
+    state_raw: bytes | None = None
 
 
 def escalation_applies(router: RouterConfig) -> bool:
     """Escalation is off, or meaningless for DSL rules that pick models directly."""
     return router.escalation.mode != "off" and router.strategy != "dsl"
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRead:
+    """The keys one request's escalation snapshot needs, and how to decode them.
+
+    Split from the read itself so the planner can fetch these keys together with
+    the affinity pins in a single round trip.
+    """
+
+    tier_keys: tuple[str, ...]
+    router_keys: tuple[str, ...]
+    workspace_keys: tuple[str, ...]
+    score_keys: tuple[str, ...]
+
+    def keys(self) -> list[str]:
+        return [*self.tier_keys, *self.router_keys, *self.workspace_keys, *self.score_keys]
+
+    def decode(self, values: Sequence[bytes | None]) -> EscalationSnapshot:
+        i = len(self.tier_keys)
+        raw = values[0] if self.tier_keys else None
+        state = TierState.from_bytes(raw) if self.tier_keys else None
+        router_share = counters_from_values(values[i : i + len(self.router_keys)])
+        i += len(self.router_keys)
+        ws = self.workspace_keys
+        ws_share = counters_from_values(values[i : i + len(ws)]) if ws else None
+        i += len(ws)
+        scores = histogram_from_values(values[i:]) if self.score_keys else None
+        return EscalationSnapshot(state, router_share, ws_share, scores, state_raw=raw)
+
+
+def plan_snapshot_read(
+    router: RouterConfig, scope: str | None, workspace: str | None, now: float
+) -> SnapshotRead:
+    """Keys for tier state, share buckets and the percentile histogram."""
+    esc = router.escalation
+    return SnapshotRead(
+        tier_keys=(tier_state_key(scope, router.name),) if scope is not None else (),
+        router_keys=tuple(router_share_keys(router.name, now, esc.share_window_days)),
+        workspace_keys=(
+            tuple(workspace_share_keys(workspace, now, esc.share_window_days)) if workspace else ()
+        ),
+        score_keys=tuple(histogram_keys(router.name, now)) if _percentile_on(esc) else (),
+    )
 
 
 async def read_escalation_snapshot(
@@ -180,24 +225,13 @@ async def read_escalation_snapshot(
     """One `get_many` for tier state, share buckets and percentile histogram."""
     if not escalation_applies(router):
         return EscalationSnapshot()
-    esc = router.escalation
-    tier_keys = [tier_state_key(scope, router.name)] if scope is not None else []
-    r_keys = router_share_keys(router.name, now, esc.share_window_days)
-    w_keys = workspace_share_keys(workspace, now, esc.share_window_days) if workspace else []
-    p_keys = histogram_keys(router.name, now) if _percentile_on(esc) else []
+    read = plan_snapshot_read(router, scope, workspace, now)
     try:
-        values = await store.get_many([*tier_keys, *r_keys, *w_keys, *p_keys])
+        values = await store.get_many(read.keys())
     except StateUnavailable:
         logger.warning("escalation state unavailable for router %s; serving base", router.name)
         return EscalationSnapshot(degraded=True)
-    i = len(tier_keys)
-    state = TierState.from_bytes(values[0]) if tier_keys else None
-    router_share = counters_from_values(values[i : i + len(r_keys)])
-    i += len(r_keys)
-    ws_share = counters_from_values(values[i : i + len(w_keys)]) if w_keys else None
-    i += len(w_keys)
-    scores = histogram_from_values(values[i:]) if p_keys else None
-    return EscalationSnapshot(state, router_share, ws_share, scores)
+    return read.decode(values)
 
 
 def _percentile_on(esc: EscalationConfig) -> bool:
@@ -266,6 +300,7 @@ class EscalationDecision:
     router_name: str = ""
     workspace: str | None = None
     state_key: str | None = None
+    state_raw: bytes | None = field(default=None, repr=False)
     config: EscalationConfig | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
@@ -428,6 +463,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         router_name=router.name,
         workspace=inp.workspace,
         state_key=tier_state_key(inp.scope, router.name),
+        state_raw=snap.state_raw,
         config=esc,
     )
 
@@ -481,45 +517,66 @@ def _final_events(decision: EscalationDecision, report: ApplyReport) -> tuple[Au
 
 
 async def commit_escalation(
-    store: StateStore, decision: EscalationDecision, outcome: TurnOutcome, now: float
+    store: StateStore,
+    decision: EscalationDecision,
+    outcome: TurnOutcome,
+    now: float,
+    extra_writes: Sequence[Write] = (),
 ) -> CommitResult:
     """Apply a decision's intents after the upstream response.
 
     Anything but a billed success commits nothing: failed requests advance
     neither strike decay nor the clean-turn counter and count no traffic.
+
+    The common case is ONE round trip: the new tier state is computed from the
+    state read at decision time and written by `apply_batch` guarded on that
+    value, together with the share counters and `extra_writes` (the caller's
+    affinity pins). If another request changed the state meanwhile, the guard
+    fails and the intents are re-applied onto a fresh read in a transaction.
     """
     esc = decision.config
     if esc is None or not decision.intents or not (outcome.success and outcome.billed):
         return CommitResult(committed=False)
     traffic = next((i for i in decision.intents if isinstance(i, CountTraffic)), None)
+
+    def counters(report: ApplyReport) -> list[Incr]:
+        if traffic is None or report.duplicate_turn:
+            return []
+        incrs = share_incrs(
+            decision.router_name,
+            decision.workspace,
+            now,
+            esc.share_window_days,
+            strong=outcome.served_tier == "strong",
+            cost=outcome.cost_usd,
+        )
+        if traffic.score is not None:
+            incrs.append(score_incr(decision.router_name, traffic.score, now))
+        return incrs
+
     report = ApplyReport()
     tier: Tier | None = None
     try:
-        if decision.state_key is not None:
+        if decision.state_key is None:  # no session: only the router traffic counts
+            await store.apply_batch(list(extra_writes), counters(report))
+        else:
             key, ttl = decision.state_key, esc.tier_ttl_seconds
+            st, report = apply_intents(
+                TierState.from_bytes(decision.state_raw), decision.intents, outcome, esc, now
+            )
+            tier = st.tier
+            writes = [Write(key, st.to_bytes(), ttl), *extra_writes]
+            guard = (key, decision.state_raw)
+            if not await store.apply_batch(writes, counters(report), guard=guard):
 
-            def txn(values: list[bytes | None]) -> tuple[list[Write], tuple[Tier, ApplyReport]]:
-                st, rep = apply_intents(
-                    TierState.from_bytes(values[0]), decision.intents, outcome, esc, now
-                )
-                return [Write(key, st.to_bytes(), ttl)], (st.tier, rep)
+                def txn(values: list[bytes | None]) -> tuple[list[Write], tuple[Tier, ApplyReport]]:
+                    fresh, rep = apply_intents(
+                        TierState.from_bytes(values[0]), decision.intents, outcome, esc, now
+                    )
+                    return [Write(key, fresh.to_bytes(), ttl)], (fresh.tier, rep)
 
-            tier, report = await store.transact([key], txn, retries=COMMIT_RETRIES)
-        if traffic is not None and not report.duplicate_turn:
-            counting = [
-                count_share(
-                    store,
-                    decision.router_name,
-                    decision.workspace,
-                    now,
-                    esc.share_window_days,
-                    strong=outcome.served_tier == "strong",
-                    cost=outcome.cost_usd,
-                )
-            ]
-            if traffic.score is not None:
-                counting.append(record_score(store, decision.router_name, traffic.score, now))
-            await asyncio.gather(*counting)
+                tier, report = await store.transact([key], txn, retries=COMMIT_RETRIES)
+                await store.apply_batch(list(extra_writes), counters(report))
     except StateUnavailable as err:
         logger.warning("escalation commit skipped (router %s): %s", decision.router_name, err)
         return CommitResult(committed=False, error="state_unavailable")

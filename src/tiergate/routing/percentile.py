@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiergate.routing.caps import counter_value, day_stamps
-from tiergate.state.base import StateStore
+from tiergate.state.base import Incr, StateStore
 
 #: Bin width 0.01: finer than any score difference that changes a decision.
 BUCKETS = 100
@@ -74,8 +74,12 @@ def percentile_threshold(hist: ScoreHistogram, percentile: float, warmup: int) -
     return 1.0
 
 
+def score_incr(router: str, score: float, now: float) -> Incr:
+    """The increment adding one evaluated turn's delta score to today's histogram."""
+    day = day_stamps(now, 1)[0]
+    return Incr(f"esc:pct:{router}:{day}:{bucket_of(score)}", 1.0, (WINDOW_DAYS + 1) * _DAY)
+
+
 async def record_score(store: StateStore, router: str, score: float, now: float) -> None:
     """Add one evaluated turn's delta score to today's histogram."""
-    day = day_stamps(now, 1)[0]
-    key = f"esc:pct:{router}:{day}:{bucket_of(score)}"
-    await store.incr(key, 1.0, ttl=(WINDOW_DAYS + 1) * _DAY)
+    await store.apply_batch([], [score_incr(router, score, now)])
