@@ -52,7 +52,9 @@ def main() -> None:
         fixed.append(run.elapsed_seconds)
 
     print(f"corpus: {args.sessions} sessions, {turns} turns (generated in {gen:.2f} s)")
-    print(f"facts  (codec + scorers + strikes): {turns / facts_s:>9,.0f} turns/s  ({facts_s:.2f} s)")
+    print(
+        f"facts  (codec + scorers + strikes): {turns / facts_s:>9,.0f} turns/s  ({facts_s:.2f} s)"
+    )
     best = min(engine)
     print(
         f"engine ({label}, snapshot/resolve/commit): {turns / best:>9,.0f} turns/s  "

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from tiergate.replay.analysis import cap_binding_prevalence, sweep_summary, targets
 from tiergate.replay.experiments import ENGINE_UNCAPPED, margin
-from tiergate.replay.report import cap_binding_prevalence, sweep_summary, table, targets
+from tiergate.replay.report import table
 
 
 def _point(escalated: list[int], fp: int = 0, missed: int = 0) -> dict[str, Any]:

@@ -6,7 +6,8 @@
 - `harness`    the driver: snapshot -> resolve -> commit per turn on a simulated clock
 - `costmodel`  prices and per-provider cache semantics
 - `metrics`    the metrics JSON of DESIGN.md
-- `experiments`, `e2e`, `figures`, `report`, `pipeline`, `cli`  the report
+- `experiments`  the seven experiments; `e2e` the HTTP mode; `analysis` targets and findings
+- `figures`, `report`  PNGs and Markdown; `pipeline`, `commands`  what the CLI runs
 
 Entry points: `tiergate replay`, `tiergate replay export`, `tiergate replay report`.
 """

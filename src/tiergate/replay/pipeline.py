@@ -15,12 +15,12 @@ from typing import Any
 
 from tiergate.replay import e2e as e2e_mode
 from tiergate.replay import experiments as ex
+from tiergate.replay.analysis import targets
 from tiergate.replay.corpus import corpus_summary, load_corpus
 from tiergate.replay.costmodel import CostModel
 from tiergate.replay.features import CorpusFacts, extract
 from tiergate.replay.generator import DEFAULT_SEED, DEFAULT_SESSIONS, generate_corpus
 from tiergate.replay.harness import StoreFactory, memory_store, redis_store_factory
-from tiergate.replay.report import targets
 
 Progress = Callable[[int], None]
 

@@ -10,22 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from tiergate.replay.analysis import findings, pct, targets
 from tiergate.replay.experiments import ENGINE_UNCAPPED, MARGIN_TARGET
 from tiergate.replay.metrics import METRIC_KEYS
-
-PAPER = {
-    "false_positives": "0 of 200",
-    "latent": "87 %",
-    "coverage": "67 % at 45 %",
-    "adversarial": "20.6 % vs 20 %",
-    "margin": "0.019 (shipped T2 0.70)",
-}
-TARGETS = {
-    "latent": 0.95,
-    "coverage": 0.75,
-    "cost_ratio": 0.45,
-    "adversarial_points": 1.0,
-}
 
 
 def public(obj: Any) -> Any:
@@ -57,89 +44,6 @@ def metrics_document(results: dict[str, Any]) -> dict[str, Any]:
 
 
 # ---- targets ------------------------------------------------------------------------
-
-
-def _pct(x: float | None, digits: int = 1) -> str:
-    return "n/a" if x is None else f"{100 * x:.{digits}f} %"
-
-
-def targets(results: dict[str, Any]) -> list[dict[str, Any]]:
-    """Each issue target with its measured value and whether it is met."""
-    out: list[dict[str, Any]] = []
-    pol = results.get("policies", {})
-    esc = pol.get(ENGINE_UNCAPPED.name)
-    if esc is None:
-        return out
-    arch = esc["archetypes"]
-    easy_fp = sum(
-        arch.get(a, {}).get("false_positive_sessions", 0) for a in ("easy_short", "long_trivial")
-    )
-    easy_n = sum(arch.get(a, {}).get("sessions", 0) for a in ("easy_short", "long_trivial"))
-    out.append(
-        _target(
-            "false-positive easy sessions",
-            "0",
-            f"{easy_fp} of {easy_n}",
-            easy_fp == 0,
-            PAPER["false_positives"],
-        )
-    )
-    latent = arch.get("latent_hard")
-    if latent:
-        share = latent["sessions_escalated"] / latent["sessions"]
-        out.append(
-            _target(
-                "latent-hard sessions escalated",
-                ">= 95 %",
-                f"{latent['sessions_escalated']} of {latent['sessions']} ({_pct(share, 0)})",
-                share >= TARGETS["latent"],
-                PAPER["latent"],
-            )
-        )
-    frontier = pol.get("always-frontier-affinity")
-    if frontier:
-        ratio = esc["cost_per_1k_sessions"] / frontier["cost_per_1k_sessions"]
-        cov = esc["hard_turn_coverage"] or 0.0
-        out.append(
-            _target(
-                "hard-turn coverage at <= 45 % of always-frontier-with-affinity cost",
-                ">= 75 % at <= 45 %",
-                f"{_pct(cov)} at {_pct(ratio)}",
-                cov >= TARGETS["coverage"] and ratio <= TARGETS["cost_ratio"],
-                PAPER["coverage"],
-            )
-        )
-    adv = results.get("adversarial")
-    if adv:
-        dev = adv["max_deviation_after_settling_points"]
-        out.append(
-            _target(
-                "adversarial share within 1 point of the cap after warm-up",
-                f"|share - {adv['cap_percent']:g} %| <= 1 pt",
-                f"final {_pct(adv['final_share'], 2)}; max deviation after settling "
-                f"{'n/a' if dev is None else f'{dev:.2f}'} pt (second half of the run: "
-                f"{adv['max_deviation_second_half_points']} pt)",
-                dev is not None and dev <= TARGETS["adversarial_points"],
-                PAPER["adversarial"],
-            )
-        )
-    m = results.get("sweep", {}).get("delta_margin")
-    if m:
-        out.append(
-            _target(
-                f"delta gate margin around the shipped T2 {m['chosen']}",
-                f">= {MARGIN_TARGET} on both sides",
-                f"below {m['below']}, above {m['above']} (identical outcome on "
-                f"{m.get('identical_from')}-{m.get('identical_to')})",
-                bool(m["met"]),
-                PAPER["margin"],
-            )
-        )
-    return out
-
-
-def _target(name: str, goal: str, result: str, met: bool, paper: str) -> dict[str, Any]:
-    return {"target": name, "goal": goal, "result": result, "met": met, "paper": paper}
 
 
 # ---- Markdown -----------------------------------------------------------------------
@@ -237,7 +141,7 @@ def _corpus_section(results: dict[str, Any]) -> list[str]:
         extra = [
             "",
             f"Variety: {v['distinct_user_texts']} distinct user texts out of {v['user_texts']} "
-            f"({_pct(v['distinct_ratio'])}); hard-turn user messages are "
+            f"({pct(v['distinct_ratio'])}); hard-turn user messages are "
             f"{v['hard_chars_min']}-{v['hard_chars_max']} characters (median "
             f"{v['hard_chars_median']}).",
         ]
@@ -343,13 +247,13 @@ def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: st
         (
             name,
             p["cost_per_1k_sessions"],
-            _pct(p["hard_turn_coverage"]),
-            _pct(p["strong_turn_share"]),
+            pct(p["hard_turn_coverage"]),
+            pct(p["strong_turn_share"]),
             p["sessions_escalated"],
             p["false_positive_sessions"],
             p["missed_sessions"],
             p["escalation_latency_turns"],
-            _pct(p["cache_hit_rate"]),
+            pct(p["cache_hit_rate"]),
         )
         for name, p in pol.items()
     ]
@@ -359,9 +263,9 @@ def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: st
     if cheap and cheap_a and front and front_a:
         notes.append(
             "Affinity alone saves "
-            f"{_pct(1 - cheap_a['cost_per_1k_sessions'] / cheap['cost_per_1k_sessions'], 0)} "
+            f"{pct(1 - cheap_a['cost_per_1k_sessions'] / cheap['cost_per_1k_sessions'], 0)} "
             "on the cheap pair and "
-            f"{_pct(1 - front_a['cost_per_1k_sessions'] / front['cost_per_1k_sessions'], 0)} "
+            f"{pct(1 - front_a['cost_per_1k_sessions'] / front['cost_per_1k_sessions'], 0)} "
             "on the frontier pair, same models, only key stickiness differs."
         )
     capped = pol.get("escalation")
@@ -369,7 +273,7 @@ def _policy_section(results: dict[str, Any], figures: dict[str, str], folder: st
         notes.append(
             f"Under the shipped share caps (`escalation`: 20 % of the router's spend, 30 % of the "
             f"workspace's) the stress mix saturates the cap: {capped['denied_turns']} turns were "
-            f"denied and coverage falls to {_pct(capped['hard_turn_coverage'])}."
+            f"denied and coverage falls to {pct(capped['hard_turn_coverage'])}."
         )
     return [
         "## 2. Policies",
@@ -404,7 +308,7 @@ def _sweep_rows(points: dict[str, Any]) -> list[tuple[Any, ...]]:
             p["by_strikes"],
             p["false_positive_sessions"],
             p["missed_sessions"],
-            _pct(p["hard_turn_coverage"]),
+            pct(p["hard_turn_coverage"]),
             p["cost_per_1k_sessions"],
         )
         for t, p in points.items()
@@ -471,8 +375,8 @@ def _adversarial_section(
     rows = [
         ("requests", a["requests"]),
         ("served strong", a["served_strong"]),
-        ("strong share of requests", _pct(a["strong_request_share"], 2)),
-        ("strong share of spend", _pct(a["strong_spend_share"], 2)),
+        ("strong share of requests", pct(a["strong_request_share"], 2)),
+        ("strong share of spend", pct(a["strong_spend_share"], 2)),
         (f"cap ({a['basis']} basis)", f"{a['cap_percent']:g} %"),
         ("share back at the cap at request", a["settled_at_request"]),
         ("max deviation after that (points)", a["max_deviation_after_settling_points"]),
@@ -507,7 +411,7 @@ def _prevalence_section(results: dict[str, Any], figures: dict[str, str], folder
             "exceeds "
             "the shipped 20 % cap, the cap would bind): "
             + ", ".join(
-                f"{100 * x:g} % → {_pct(s, 0)}"
+                f"{100 * x:g} % → {pct(s, 0)}"
                 for x, s in zip(p["prevalences"], esc["strong_spend_share"], strict=True)
             )
             + ".",
@@ -554,9 +458,9 @@ def _e2e_section(results: dict[str, Any], figures: dict[str, str], folder: str) 
         ("gateway's X-Orca-Cost total (USD)", e["gateway_reported_usd"]),
         ("cost model estimate (USD)", e["model_usd"]["total"]),
         ("estimate / billed", e["model_vs_billed"]),
-        ("cache hit rate, billed", _pct(e["cache_hit_rate"]["billed"])),
-        ("cache hit rate, cost model", _pct(e["cache_hit_rate"]["model"])),
-        ("tier agreement with the in-process replay", _pct(e["tier_agreement"], 2)),
+        ("cache hit rate, billed", pct(e["cache_hit_rate"]["billed"])),
+        ("cache hit rate, cost model", pct(e["cache_hit_rate"]["model"])),
+        ("tier agreement with the in-process replay", pct(e["tier_agreement"], 2)),
         ("wall time (s)", e["seconds"]),
     ]
     return [
@@ -574,85 +478,8 @@ def _e2e_section(results: dict[str, Any], figures: dict[str, str], folder: str) 
     ]
 
 
-def sweep_summary(points: dict[str, Any]) -> dict[str, Any]:
-    """Where false positives stop and misses start on a sweep, and its best point."""
-    rows = [(float(t), p) for t, p in points.items()]
-    clean = [t for t, p in rows if p["false_positive_sessions"] == 0]
-    complete = [t for t, p in rows if p["missed_sessions"] == 0]
-    best = min(
-        rows, key=lambda r: (r[1]["false_positive_sessions"] + r[1]["missed_sessions"], r[0])
-    )
-    return {
-        "lowest_without_false_positives": min(clean) if clean else None,
-        "highest_without_misses": max(complete) if complete else None,
-        "best": best[0],
-        "best_errors": best[1]["false_positive_sessions"] + best[1]["missed_sessions"],
-    }
-
-
-def cap_binding_prevalence(prev: dict[str, Any] | None, cap: float = 0.20) -> float | None:
-    """The hard-session prevalence at which the engine's strong spend share reaches `cap`."""
-    if not prev or ENGINE_UNCAPPED.name not in prev["policies"]:
-        return None
-    xs = prev["prevalences"]
-    ys = prev["policies"][ENGINE_UNCAPPED.name]["strong_spend_share"]
-    for (x0, y0), (x1, y1) in zip(
-        zip(xs, ys, strict=True), zip(xs[1:], ys[1:], strict=True), strict=False
-    ):
-        if y0 <= cap < y1:
-            return x0 + (cap - y0) * (x1 - x0) / (y1 - y0)
-    return None
-
-
-def _drift_sentence(drift: dict[str, list[float]]) -> str:
-    if len(drift.get("turn", [])) < 2:
-        return ""
-    f0, f1, d0, d1 = drift["full"][0], drift["full"][-1], drift["delta"][0], drift["delta"][-1]
-    n = int(drift["turn"][-1])
-    return (
-        f"Length bias: over the long trivial sessions the mean full-transcript score goes from "
-        f"{f0:.3f} at turn 1 to {f1:.3f} at turn {n} ({100 * (f1 / f0 - 1):+.0f} %), the delta "
-        f"score from {d0:.3f} to {d1:.3f}, with no change in task difficulty."
-    )
-
-
 def _findings_section(results: dict[str, Any]) -> list[str]:
-    """Observations computed from this run (they hold for whatever corpus was replayed)."""
-    s = results["sweep"]
-    d = sweep_summary(s["delta_gate"])
-    f = sweep_summary(s["full_transcript_gate"])
-    sc = s["scores"]
-    hard_gate = sc.get("hard_turns_outside_failure_loops") or sc["hard_turns"]
-    out = [
-        f"- Delta gate: no false positive from T2 = {d['lowest_without_false_positives']} up, no "
-        f"missed session up to T2 = {d['highest_without_misses']}; the fewest errors "
-        f"(false positives + misses = {d['best_errors']}) at T2 = {d['best']}. The full-transcript "
-        f"gate's fewest errors: {f['best_errors']} at T2 = {f['best']}.",
-        f"- Score overlap: the highest delta score of any turn in an easy session is "
-        f"{sc['easy_session_max']}; needs-strong turns outside failure loops score from "
-        f"{hard_gate.get('min')} (5th percentile {hard_gate.get('p5')}, median "
-        f"{hard_gate.get('median')}). The classes overlap; the two-turn streak, not a score gap, "
-        "is what keeps easy sessions base.",
-    ]
-    drift = _drift_sentence(s.get("_drift", {}))
-    if drift:
-        out.append(f"- {drift}")
-    pol = results.get("policies", {})
-    if "escalation" in pol and ENGINE_UNCAPPED.name in pol:
-        text = (
-            f"- Share caps on a stress mix: with the shipped caps the engine served "
-            f"{_pct(pol['escalation']['hard_turn_coverage'])} of needs-strong turns strong, "
-            f"without them {_pct(pol[ENGINE_UNCAPPED.name]['hard_turn_coverage'])}."
-        )
-        binds = cap_binding_prevalence(results.get("prevalence"))
-        if binds is not None:
-            text += (
-                " A strong turn costs several cheap ones, so the strong share of *spend* "
-                f"reaches the shipped 20 % cap at about {_pct(binds)} hard sessions (section 5): "
-                "above that prevalence the cap, not the triggers, decides."
-            )
-        out.append(text)
-    return ["## Findings", "", *out, ""]
+    return ["## Findings", "", *findings(results), ""]
 
 
 def _reproduce_section(results: dict[str, Any]) -> list[str]:
@@ -665,6 +492,17 @@ def _reproduce_section(results: dict[str, Any]) -> list[str]:
         "",
         "`tiergate replay export` writes the corpus as JSONL; `tiergate replay --corpus FILE.jsonl "
         "--json metrics.json` replays any corpus in that format (your own logged traffic "
-        "included).",
+        "included): one session per line,",
+        "",
+        "```json",
+        '{"session_id": "s-0001", "archetype": "latent_hard",',
+        ' "turns": [{"request": {"model": "orcarouter/coding", "messages": [], "tools": []},',
+        '            "headers": {"X-OrcaRouter-Tier": "strong"}, "needs_strong": false,',
+        '            "idle_seconds_before": 20, "upstream_status": 200,',
+        '            "response": {"content": "...", "tool_calls": [], "finish_reason": "stop"}}]}',
+        "```",
+        "",
+        "`request` is the turn's full chat-completions body (cumulative history) and is required; "
+        "the rest is optional; `needs_strong` is ground truth, used only for scoring. "
         f"Metric keys per policy: {', '.join(f'`{k}`' for k in METRIC_KEYS)}.",
     ]
