@@ -42,6 +42,17 @@ def test_bad_corpus_is_reported_not_raised(
     assert "turns: required" in capsys.readouterr().err
 
 
+def test_request_the_codec_rejects_is_reported(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.jsonl"
+    body = {"model": "orcarouter/coding", "messages": [{"role": "wizard", "content": "hi"}]}
+    bad.write_bytes(orjson.dumps({"session_id": "a", "turns": [{"request": body}]}) + b"\n")
+    assert main(["replay", "--corpus", str(bad), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "session a turn 1" in err and "wizard" in err
+
+
 def test_help_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
     for argv in (
         ["replay", "--help"],

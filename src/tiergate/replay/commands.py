@@ -10,13 +10,16 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
 
 from tiergate.replay.corpus import CorpusError, write_corpus
 from tiergate.replay.generator import DEFAULT_SEED, DEFAULT_SESSIONS, generate_corpus
 from tiergate.replay_cli import POLICY_NAMES
+
+if TYPE_CHECKING:
+    from tiergate.replay.pipeline import Prepared
 
 Progress = Callable[[int], None]
 
@@ -60,6 +63,20 @@ def _load(args: argparse.Namespace) -> tuple[list[dict[str, Any]], str] | None:
         return None
 
 
+def _prepare(corpus: list[dict[str, Any]], source: str, bar: Progress) -> Prepared | None:
+    """Facts of every turn; a request the codec rejects is reported, not raised."""
+    from tiergate.formats.errors import FormatError
+    from tiergate.replay.pipeline import prepare
+
+    try:
+        return prepare(corpus, source, bar)
+    except FormatError as err:
+        print(
+            f"corpus: {err.message}" + (f" (at {err.param})" if err.param else ""), file=sys.stderr
+        )
+        return None
+
+
 def cmd_export(args: argparse.Namespace) -> int:
     corpus = generate_corpus(args.seed, args.sessions)
     if args.out == "-":
@@ -72,7 +89,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from tiergate.replay.pipeline import prepare, run_policies, store_for
+    from tiergate.replay.pipeline import run_policies, store_for
 
     loaded = _load(args)
     if loaded is None:
@@ -86,7 +103,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     turns = sum(len(d["turns"]) for d in corpus)
     runs = len(args.policy or POLICY_NAMES) + (1 if args.e2e else 0)
     with progress_bar(turns * (1 + runs), _show_progress(args), "replay") as bar:
-        prep = prepare(corpus, source, bar)
+        prep = _prepare(corpus, source, bar)
+        if prep is None:
+            return 2
         doc = asyncio.run(
             run_policies(prep, args.policy, store_factory, args.e2e, args.e2e_sessions, bar)
         )
@@ -106,7 +125,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tiergate.replay import figures
-    from tiergate.replay.pipeline import REPORT_ENGINE_RUNS, prepare, run_report, store_for
+    from tiergate.replay.pipeline import REPORT_ENGINE_RUNS, run_report, store_for
     from tiergate.replay.report import metrics_document, render
 
     loaded = _load(args)
@@ -122,7 +141,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     turns = sum(len(d["turns"]) for d in corpus)
     total = turns * (1 + REPORT_ENGINE_RUNS + (0 if args.no_e2e else 1))
     with progress_bar(total, _show_progress(args), "report") as bar:
-        prep = prepare(corpus, source, bar)
+        prep = _prepare(corpus, source, bar)
+        if prep is None:
+            return 2
         results = asyncio.run(
             run_report(
                 prep,
