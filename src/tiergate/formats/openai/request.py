@@ -73,9 +73,12 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     for i, raw in enumerate(raw_messages):
         _parse_message(raw, f"messages[{i}]", system, messages)
 
+    # Both are checked: a malformed max_tokens is refused even when the newer
+    # max_completion_tokens (which wins) is present.
+    legacy_max = opt_int(body.get("max_tokens"), "max_tokens", 1)
     max_tokens = opt_int(body.get("max_completion_tokens"), "max_completion_tokens", 1)
     if max_tokens is None:
-        max_tokens = opt_int(body.get("max_tokens"), "max_tokens", 1)
+        max_tokens = legacy_max
     stream = bool(opt_bool(body.get("stream"), "stream"))
     stream_options = opt_dict(body.get("stream_options"), "stream_options") or {}
     include = opt_bool(stream_options.get("include_usage"), "stream_options.include_usage")
