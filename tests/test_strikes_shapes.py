@@ -24,7 +24,8 @@ _ERROR_SHAPE = re.compile(
     r"|\bNo such file or directory\b"
     r"|\bPermission denied\b"
     r"|^Segmentation fault"
-    r"|^goroutine \d+ \[",
+    r"|^goroutine \d+ \["
+    r"|^\s*[^\s:]+\.\w+:\d+:\d+: \S",  # added later: compiler diagnostics (Go, linters)
     re.MULTILINE,
 )
 _TEST_FAILURE_SHAPE = re.compile(

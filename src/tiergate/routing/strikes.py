@@ -78,6 +78,10 @@ _ERROR_IN_LINE = re.compile(
     r"|\bNo such file or directory\b"
     r"|\bPermission denied\b"
 )
+# Compiler/linter diagnostics without the word "error" (Go's `./x.go:41:7:
+# undefined: y`, flake8, eslint's unix format): path:line:col: message.
+_DIAGNOSTIC_AT_LINE_START = re.compile(r"\s*[^\s:]+\.\w+:\d+:\d+: \S")
+_DIAGNOSTIC_TRIGGER = re.compile(r":\d+:\d+: ")
 _ERROR_AT_LINE_START_TRIGGER = re.compile(
     r"Segmentation fault|goroutine|Error|Exception|error|fatal|Fatal|FATAL|ERROR|panic"
 )
@@ -158,9 +162,11 @@ def looks_like_error(text: str) -> bool:
     so ordinary source code that merely mentions `error` costs microseconds.
     """
     text = _scan_text(text)
-    return _lines_match(
-        _ERROR_AT_LINE_START_TRIGGER, _ERROR_AT_LINE_START, text, anchored=True
-    ) or _lines_match(_ERROR_IN_LINE_TRIGGER, _ERROR_IN_LINE, text, anchored=False)
+    return (
+        _lines_match(_ERROR_AT_LINE_START_TRIGGER, _ERROR_AT_LINE_START, text, anchored=True)
+        or _lines_match(_ERROR_IN_LINE_TRIGGER, _ERROR_IN_LINE, text, anchored=False)
+        or _lines_match(_DIAGNOSTIC_TRIGGER, _DIAGNOSTIC_AT_LINE_START, text, anchored=True)
+    )
 
 
 def looks_like_test_failure(text: str) -> bool:
