@@ -4,7 +4,8 @@ upstream HTTP client, JSON library.
 1. server: the real gateway app (`agent` variant, memory state) under uvicorn with
    uvloop or asyncio and httptools or h11, each its own process on core 0, plus
    `tiergate serve` exactly as shipped; req/s at c=32, p50 at c=1 and gateway
-   CPU per request, all driven by the same load generator.
+   CPU per request, all driven by the same load generator; and GET /healthz, the
+   server stack's own floor cost per request without the pipeline.
 2. upstream client: aiohttp vs httpx posting the agent-shaped body to the
    simulator at concurrency 32; client CPU per request and req/s.
 3. JSON: orjson vs the standard library on the agent-shaped body.
@@ -92,7 +93,13 @@ def bench_servers(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any
     out = []
     for label, rs in runs.items():
         row: dict[str, Any] = {"server": label, "rounds": len(rs)}
-        for key in ("rps", "p50_ms_c1", "gateway_cpu_us_per_req"):
+        for key in (
+            "rps",
+            "p50_ms_c1",
+            "gateway_cpu_us_per_req",
+            "healthz_rps",
+            "healthz_cpu_us_per_req",
+        ):
             row[key] = statistics.median(x[key] for x in rs)
         row["errors"] = sum(x["errors"] for x in rs)
         out.append(row)
@@ -128,8 +135,23 @@ def _drive(proc: common.Proc, args: argparse.Namespace, load_cpu: int | None) ->
             "warmup": 64,
         },
     ]
-    c1, c32 = run_loadgen({"cpu": load_cpu, "watch": {"gw": proc.pid}, "phases": phases})["phases"]
+    floor = {
+        **base,
+        "label": "healthz",
+        "method": "GET",
+        "path": "/healthz",
+        "body": "",
+        "session_header": None,
+        "concurrency": 32,
+        "requests": 10**9,
+        "duration": args.seconds,
+        "warmup": 64,
+    }
+    spec = {"cpu": load_cpu, "watch": {"gw": proc.pid}, "phases": [*phases, floor]}
+    c1, c32, hz = run_loadgen(spec)["phases"]
     return {
+        "healthz_rps": hz["rps"],
+        "healthz_cpu_us_per_req": hz["watch_cpu_s"]["gw"] / max(1, hz["count"]) * 1e6,
         "p50_ms_c1": common.summarize_us(c1["latency_us"]).get("p50_ms"),
         "rps": c32["rps"],
         "gateway_cpu_us_per_req": c32["watch_cpu_s"]["gw"] / max(1, c32["count"]) * 1e6,
@@ -260,13 +282,23 @@ def main(argv: list[str] | None = None) -> int:
         print("\n## Server, event loop, HTTP parser (real gateway app, agent variant)\n")
         print(
             common.table(
-                ["server", "req/s c=32", "p50 ms c=1", "gateway CPU us/req", "errors"],
+                [
+                    "server",
+                    "req/s c=32",
+                    "p50 ms c=1",
+                    "gateway CPU us/req",
+                    "GET /healthz req/s",
+                    "GET /healthz CPU us/req",
+                    "errors",
+                ],
                 [
                     [
                         r["server"],
                         r["rps"],
                         r["p50_ms_c1"],
                         r["gateway_cpu_us_per_req"],
+                        r["healthz_rps"],
+                        r["healthz_cpu_us_per_req"],
                         r["errors"],
                     ]
                     for r in res["servers"]

@@ -138,7 +138,8 @@ class _Phase:
         self.pre, self.post = pre.encode(), post.encode()
         self.has_counter = COUNTER in spec["body"]
         self.has_sid = SESSION_ID in spec["body"]
-        head = f"POST {spec.get('path', '/v1/chat/completions')} HTTP/1.1\r\n"
+        method = spec.get("method", "POST")
+        head = f"{method} {spec.get('path', '/v1/chat/completions')} HTTP/1.1\r\n"
         head += "content-type: application/json\r\n"
         for k, v in spec.get("headers", {}).items():
             head += f"{k}: {v}\r\n"
