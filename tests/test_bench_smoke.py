@@ -112,6 +112,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_memory.py",
         "profile_gateway.py",
         "bench_stack.py",
+        "report.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
