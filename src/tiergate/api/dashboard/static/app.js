@@ -116,16 +116,18 @@ function stop() {
   timer = null;
 }
 
-/** Mount the page the hash names (only when the page itself changed). */
-function open() {
+/** Mount the page the hash names (a hash change from outside always remounts; the
+ * pages' own query edits use replaceState, which fires no hashchange). */
+function open(remount = false) {
   const { name } = route();
   for (const a of document.querySelectorAll("#nav a")) {
     a.toggleAttribute("aria-current", a.dataset.page === name);
   }
-  if (!current || current.name !== name) {
+  if (remount || !current || current.name !== name) {
     const view = $("view");
     view.replaceChildren();
     view.dataset.page = name;
+    delete view.dataset.loaded;
     current = { name, page: PAGES[name].mount(view, ctx) };
     document.title = `${name[0].toUpperCase() + name.slice(1)} · tiergate`;
   }
@@ -144,6 +146,7 @@ async function refresh() {
   try {
     await page.page.refresh();
     if (page === current) {
+      $("view").dataset.loaded = page.name; // the page shows fresh data (tests wait on it)
       $("banner").hidden = true;
       $("updated").textContent = "Updated " + dateTime(Date.now() / 1000).slice(11);
       $("updated").dataset.ts = String(Date.now());
@@ -190,7 +193,7 @@ window.addEventListener("tiergate:unauthorized", () => {
   current = null;
   showLogin("The gateway no longer accepts this admin token (401). Sign in again.");
 });
-window.addEventListener("hashchange", () => getToken() && open());
+window.addEventListener("hashchange", () => getToken() && open(true));
 $("login-form").addEventListener("submit", login);
 $("pause").addEventListener("click", togglePause);
 $("logout").addEventListener("click", logout);

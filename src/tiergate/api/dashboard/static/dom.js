@@ -1,4 +1,4 @@
-// A tiny DOM builder. Text always goes in as text nodes (never innerHTML), so
+// A tiny DOM builder. Text always goes in as text nodes (markup is never parsed), so
 // nothing the API returns can inject markup.
 
 const SVG_NS = "http://www.w3.org/2000/svg";

@@ -293,13 +293,8 @@ function drawQuality(el, q) {
         "div",
         {},
         h("h3", {}, "Go-live gate"),
-        h(
-          "p",
-          {},
-          gate.open ? badge("OPEN", "good", "gate-state") : badge("CLOSED", "bad", "gate-state"),
-          " labelled precision ",
-          h("strong", { testid: "gate-precision" }, pct(gate.precision)),
-        ),
+        h("p", {}, gate.open ? badge("OPEN", "good", "gate-state") : badge("CLOSED", "bad", "gate-state")),
+        h("p", {}, "Labelled precision ", h("strong", { testid: "gate-precision" }, pct(gate.precision))),
         h(
           "p",
           { class: "small", testid: "gate-labels" },

@@ -75,7 +75,7 @@ export function mount(view, ctx) {
       api("/usage", { query: { limit: RECENT_USAGE } }),
       path ? api(path).catch((err) => (err.status === 404 || err.status === 400 ? { error: err } : Promise.reject(err))) : null,
     ]);
-    drawRecent(recent, usage.items, q.get("scope"), ctx);
+    drawRecent(recent, usage.items, session && !session.error ? session.scope : null, ctx);
     if (!session) {
       fill(detail, h("p", { class: "empty card" }, "Pick a recent session, or type a workspace and session id."));
     } else if (session.error) {

@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { fill, h, num, select, table } from "./dom.js";
-import { DASH, dateTime, dec, int, pct } from "./format.js";
+import { DASH, dateTime, dec, int, pct, short } from "./format.js";
 
 const LIMIT = 100;
 
@@ -14,7 +14,14 @@ export function mount(view, ctx) {
   const toolbar = h("div", { class: "toolbar" });
   const body = h("div", { class: "card wide" });
   const message = h("p", { class: "notice", testid: "shadow-message", role: "status", hidden: true });
-  view.append(gates, toolbar, message, body);
+  const hint = h(
+    "p",
+    { class: "note" },
+    "Correct: the session really needed the strong tier at that point. Optionally give how many ",
+    "hard turns it had already served on base (escalation latency). The gate opens at the ",
+    "router's minimum labels and precision.",
+  );
+  view.append(gates, toolbar, hint, message, body);
 
   async function label(item, correct, hardInput) {
     const payload = { correct };
@@ -102,6 +109,7 @@ function drawTable(el, items, label) {
       { testid: "shadow-row", dataset: { id: it.id } },
       h("td", { class: "nowrap" }, dateTime(it.ts)),
       h("td", {}, it.router),
+      h("td", { title: it.session_hash || "" }, h("code", {}, short(it.session_hash))),
       h("td", {}, it.trigger ?? DASH),
       h("td", {}, h("code", {}, ev.would_header ?? DASH)),
       num(`${dec(ev.delta_score)} / ${dec(ev.threshold)}`),
@@ -120,7 +128,7 @@ function drawTable(el, items, label) {
   });
   fill(
     el,
-    table(["Time", "Router", "Trigger", "Would send", "Delta / threshold", "Strikes", "Streak", "Router share", "Label"], rows, {
+    table(["Time", "Router", "Session", "Trigger", "Would send", "Delta / threshold", "Strikes", "Streak", "Router share", "Label"], rows, {
       testid: "shadow-table",
       empty: "No shadow decisions match.",
     }),
