@@ -167,6 +167,8 @@ def _parse_assistant(m: dict[str, Any], path: str) -> Message:
         for j, raw in enumerate(expect_list(raw_calls, f"{path}.tool_calls")):
             cpath = f"{path}.tool_calls[{j}]"
             c = expect_dict(raw, cpath)
+            if c.get("type", "function") != "function":  # e.g. a custom tool's call
+                raise FormatError(f"unsupported tool call type {c.get('type')!r}", f"{cpath}.type")
             fn = expect_dict(c.get("function"), f"{cpath}.function")
             args = fn.get("arguments", "")
             if isinstance(args, dict):  # lenient clients send the object itself
