@@ -89,6 +89,22 @@ class CountingStore:
         self.calls["transact"] += 1
         return await self.inner.transact(keys, fn, retries)
 
+    async def apply_batch(self, writes: Sequence[Any], *args: Any, **kwargs: Any) -> bool:
+        self.calls["apply_batch"] += 1
+        return await self.inner.apply_batch(writes, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        """Any other store method (the protocol grows): counted, then delegated."""
+        attr = getattr(self.inner, name)
+        if not callable(attr):
+            return attr
+
+        async def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[name] += 1
+            return await attr(*args, **kwargs)
+
+        return counted
+
     async def ping(self) -> bool:
         return await self.inner.ping()
 
