@@ -115,6 +115,8 @@ def opt_bool(value: Any, param: str) -> bool | None:
 def opt_int(value: Any, param: str, minimum: int | None = None) -> int | None:
     if value is None:
         return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)  # JSON has one number type: 512.0 is the integer 512
     if isinstance(value, bool) or not isinstance(value, int):
         raise FormatError(f"expected an integer, got {_kind(value)}", param)
     if minimum is not None and value < minimum:
