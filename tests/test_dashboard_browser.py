@@ -137,6 +137,8 @@ def send_traffic(gw: ServerThread) -> None:
                 headers = {"X-OrcaRouter-Escalate": "once"}
             r = chat(gw, "orcarouter/coding", session=f"dev-{i}", messages=convo, headers=headers)
             assert r.status_code == 200, r.text
+            if headers:
+                assert r.headers["x-orca-session-tier"].startswith("strong; reason="), headers
             if turn < 2 and i < 3:
                 _feedback(gw, r.headers["x-orca-request-id"], 0.2)
             convo.append(
@@ -310,6 +312,9 @@ def test_overview_of_the_shadow_router(page: Page, env: dict[str, Any]) -> None:
     expect(page.get_by_test_id("share-status")).to_have_text("warming up")
     expect(page.get_by_test_id("traffic-requests-base")).to_have_text("4")
     assert "router=canary" in page.url
+    select = page.get_by_test_id("router-select").element_handle()
+    page.wait_for_timeout(1500)  # a refresh or two: the control stays (an open list would too)
+    assert select.evaluate("el => el.isConnected")
 
 
 def test_auto_refresh_and_pause(page: Page, env: dict[str, Any]) -> None:

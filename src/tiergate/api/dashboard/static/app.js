@@ -97,7 +97,8 @@ async function login(event) {
 
 function loginMessage(err) {
   if (!(err instanceof ApiError)) return "Sign-in failed: " + err;
-  if (err.status === 401) return "Wrong admin token: the gateway refused it (401). Check TIERGATE_ADMIN_TOKEN.";
+  if (err.status === 401)
+    return "Wrong admin token: the gateway refused it (401). Check TIERGATE_ADMIN_TOKEN.";
   if (err.code === "admin_disabled")
     return "The admin API is disabled on this gateway: set TIERGATE_ADMIN_TOKEN or server.admin_token.";
   if (err.status === 0) return "Cannot reach the gateway.";

@@ -99,7 +99,14 @@ export function stackedArea({ xs, series, yFormat, xFormat, label, testid, heigh
   const tip = h("div", { class: "tip", role: "tooltip", hidden: true, testid: testid && `${testid}-tip` });
   const step = n < 2 ? iw : iw / (n - 1);
   xs.forEach((t, i) => {
-    const col = s("rect", { x: x(i) - step / 2, y: m.t, width: step, height: ih, class: "hover", "data-t": t });
+    const col = s("rect", {
+      x: x(i) - step / 2,
+      y: m.t,
+      width: step,
+      height: ih,
+      class: "hover",
+      "data-t": t,
+    });
     col.addEventListener("mouseenter", () => {
       guide.setAttribute("x1", x(i));
       guide.setAttribute("x2", x(i));
@@ -156,7 +163,14 @@ export function meter({ value, cap, label, testid }) {
   mark.style.left = `${(cap / scale) * 100}%`;
   return h(
     "div",
-    { class: "meter", role: "meter", "aria-label": label, "aria-valuenow": value ?? 0, "aria-valuemax": scale, testid },
+    {
+      class: "meter",
+      role: "meter",
+      "aria-label": label,
+      "aria-valuenow": value ?? 0,
+      "aria-valuemax": scale,
+      testid,
+    },
     h("span", { class: "meter-track" }, fillEl, mark),
   );
 }

@@ -37,6 +37,14 @@ export function fill(el, ...children) {
   return build(el, {}, children);
 }
 
+/** Redraw controls only when what they show changed: replacing a select every
+ * refresh would close it under the user's pointer. */
+export function fillOnChange(el, key, make) {
+  if (el.dataset.key === key) return el;
+  el.dataset.key = key;
+  return fill(el, ...make());
+}
+
 /** A card: title, optional note, body. */
 export function card(title, body, { note, testid, wide } = {}) {
   return h(
@@ -54,8 +62,20 @@ export function table(heads, rows, { testid, empty = "Nothing in this range yet.
   return h(
     "table",
     { testid },
-    h("thead", {}, h("tr", {}, heads.map((x) => h("th", { scope: "col" }, x)))),
-    h("tbody", {}, rows.map((r) => (r instanceof Node ? r : h("tr", {}, r.map(cell))))),
+    h(
+      "thead",
+      {},
+      h(
+        "tr",
+        {},
+        heads.map((x) => h("th", { scope: "col" }, x)),
+      ),
+    ),
+    h(
+      "tbody",
+      {},
+      rows.map((r) => (r instanceof Node ? r : h("tr", {}, r.map(cell)))),
+    ),
   );
 }
 

@@ -76,7 +76,11 @@ export function relative(ts) {
   const diff = ts - Date.now() / 1000;
   const a = Math.abs(diff);
   const text =
-    a < 60 ? `${Math.round(a)}s` : a < 3600 ? `${Math.floor(a / 60)}m` : `${Math.floor(a / 3600)}h ${Math.floor((a % 3600) / 60)}m`;
+    a < 60
+      ? `${Math.round(a)}s`
+      : a < 3600
+        ? `${Math.floor(a / 60)}m`
+        : `${Math.floor(a / 3600)}h ${Math.floor((a % 3600) / 60)}m`;
   return diff >= 0 ? `in ${text}` : `${text} ago`;
 }
 

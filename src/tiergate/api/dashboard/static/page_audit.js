@@ -7,7 +7,15 @@ import { EVENT_COLOURS, OKABE_ITO } from "./charts.js";
 import { fill, h, table } from "./dom.js";
 import { DASH, dateTime, dec, pct, short } from "./format.js";
 
-export const EVENTS = ["escalated", "denied_cap", "shadow", "de_escalated", "reset", "config_changed", "gate_forced"];
+export const EVENTS = [
+  "escalated",
+  "denied_cap",
+  "shadow",
+  "de_escalated",
+  "reset",
+  "config_changed",
+  "gate_forced",
+];
 const PAGE_SIZE = 50;
 
 /** The admin API's filter query from the page's hash query. */
@@ -90,7 +98,12 @@ export function mount(view, ctx) {
     const csv = h("a", { href: "#", class: "button", testid: "audit-csv", onclick: exportCsv }, "Export CSV");
     fill(
       form,
-      pick("Router", "router", routers.map((r) => r.name), "audit-router"),
+      pick(
+        "Router",
+        "router",
+        routers.map((r) => r.name),
+        "audit-router",
+      ),
       pick("Workspace", "workspace", workspaces, "audit-workspace"),
       time("From", "since"),
       time("Until", "until"),
@@ -142,20 +155,28 @@ export function mount(view, ctx) {
     const pager = h(
       "div",
       { class: "pager" },
-      h("button", {
-        type: "button",
-        class: "ghost",
-        disabled: offset === 0,
-        testid: "audit-newer",
-        onclick: () => ctx.go({ offset: Math.max(0, offset - PAGE_SIZE) || null }),
-      }, "← Newer"),
-      h("button", {
-        type: "button",
-        class: "ghost",
-        disabled: shown < PAGE_SIZE,
-        testid: "audit-older",
-        onclick: () => ctx.go({ offset: offset + PAGE_SIZE }),
-      }, "Older →"),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "ghost",
+          disabled: offset === 0,
+          testid: "audit-newer",
+          onclick: () => ctx.go({ offset: Math.max(0, offset - PAGE_SIZE) || null }),
+        },
+        "← Newer",
+      ),
+      h(
+        "button",
+        {
+          type: "button",
+          class: "ghost",
+          disabled: shown < PAGE_SIZE,
+          testid: "audit-older",
+          onclick: () => ctx.go({ offset: offset + PAGE_SIZE }),
+        },
+        "Older →",
+      ),
     );
     fill(
       body,
@@ -190,7 +211,12 @@ export function eventBadge(event) {
 export function describe(e) {
   const d = e.detail || {};
   if (e.event === "config_changed") {
-    return [d.op, d.target, d.version !== undefined ? `v${d.version}` : null, d.actor ? `by ${d.actor}` : null]
+    return [
+      d.op,
+      d.target,
+      d.version !== undefined ? `v${d.version}` : null,
+      d.actor ? `by ${d.actor}` : null,
+    ]
       .filter(Boolean)
       .join(" · ");
   }
@@ -199,10 +225,13 @@ export function describe(e) {
   }
   const parts = [];
   if (d.header) parts.push(d.header);
-  if (d.tier_before && d.tier_after && d.tier_before !== d.tier_after) parts.push(`${d.tier_before} → ${d.tier_after}`);
-  if (d.delta_score !== undefined && d.delta_score !== null) parts.push(`delta ${dec(d.delta_score)} / ${dec(d.threshold)}`);
+  if (d.tier_before && d.tier_after && d.tier_before !== d.tier_after)
+    parts.push(`${d.tier_before} → ${d.tier_after}`);
+  if (d.delta_score !== undefined && d.delta_score !== null)
+    parts.push(`delta ${dec(d.delta_score)} / ${dec(d.threshold)}`);
   if (d.strike_count) parts.push(`${d.strike_count} strike${d.strike_count === 1 ? "" : "s"}`);
-  if (d.router_share !== undefined && d.router_share !== null) parts.push(`router share ${pct(d.router_share)}`);
+  if (d.router_share !== undefined && d.router_share !== null)
+    parts.push(`router share ${pct(d.router_share)}`);
   if (d.actor) parts.push(`by ${d.actor}`);
   return parts.join(" · ");
 }

@@ -4,11 +4,16 @@
 
 import { api } from "./api.js";
 import { OKABE_ITO, bars } from "./charts.js";
-import { card, fill, h, num, select, table } from "./dom.js";
+import { card, fill, fillOnChange, h, num, select, table } from "./dom.js";
 import { DASH, int, pct, usd } from "./format.js";
 import { RANGES } from "./page_overview.js";
 
-const STATUS_TEXT = { ok: "ok", cooling_down: "cooling down", auth_failed: "auth failed", disabled: "disabled" };
+const STATUS_TEXT = {
+  ok: "ok",
+  cooling_down: "cooling down",
+  auth_failed: "auth failed",
+  disabled: "disabled",
+};
 
 export function mount(view, ctx) {
   const toolbar = h("div", { class: "toolbar" });
@@ -37,8 +42,7 @@ export function mount(view, ctx) {
     const rangeKey = RANGES[q.get("range")] ? q.get("range") : "24h";
     const until = Date.now() / 1000;
     const span = { since: until - RANGES[rangeKey][0], until };
-    fill(
-      toolbar,
+    fillOnChange(toolbar, rangeKey, () => [
       select(
         "Range",
         Object.entries(RANGES).map(([k, v]) => [k, v[2]]),
@@ -46,7 +50,7 @@ export function mount(view, ctx) {
         (v) => ctx.go({ range: v }),
         "range-select",
       ),
-    );
+    ]);
     const [cache, savings, channels] = await Promise.all([
       api("/stats/cache", { query: span }),
       api("/stats/savings", { query: span }),
@@ -75,10 +79,20 @@ function drawKpis(el, cache, savings) {
   const t = savings.total;
   fill(
     el,
-    kpi("Cache hit rate", pct(input ? read / input : null), "kpi-hit-rate", `${int(read)} of ${int(input)} input tokens`),
+    kpi(
+      "Cache hit rate",
+      pct(input ? read / input : null),
+      "kpi-hit-rate",
+      `${int(read)} of ${int(input)} input tokens`,
+    ),
     kpi("Saved", usd(t.saved_usd), "savings-total-saved", `${pct(t.saved_fraction)} of the uncached price`),
     kpi("Billed", usd(t.cost_usd), "savings-total-cost", "what the providers charged"),
-    kpi("Without the cache", usd(t.uncached_cost_usd), "savings-total-uncached", "same tokens, no cache reads"),
+    kpi(
+      "Without the cache",
+      usd(t.uncached_cost_usd),
+      "savings-total-uncached",
+      "same tokens, no cache reads",
+    ),
   );
 }
 
@@ -108,7 +122,12 @@ function drawHits(el, cache, channels) {
       const status = health.get(`${c.channel}/${k.key_index}`);
       rows.push([
         c.channel,
-        h("td", { title: k.fingerprint ? `fingerprint ${k.fingerprint}` : "" }, `#${k.key_index ?? DASH} `, h("code", {}, k.masked ?? "removed")),
+        h(
+          "td",
+          { title: k.fingerprint ? `fingerprint ${k.fingerprint}` : "" },
+          `#${k.key_index ?? DASH} `,
+          h("code", {}, k.masked ?? "removed"),
+        ),
         h("td", { class: `status ${status || ""}` }, STATUS_TEXT[status] ?? DASH),
         num(int(k.requests), `cache-key-requests-${id}`),
         num(int(k.input_tokens), `cache-key-input-${id}`),

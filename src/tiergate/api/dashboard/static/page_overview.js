@@ -4,7 +4,7 @@
 
 import { api } from "./api.js";
 import { EVENT_COLOURS, OKABE_ITO, TIER_COLOURS, bars, legend, meter, stackedArea } from "./charts.js";
-import { card, fill, h, num, select, table } from "./dom.js";
+import { card, fill, fillOnChange, h, select } from "./dom.js";
 import { eventLabel } from "./page_audit.js";
 import { DASH, axisTime, compact, dateTime, dec, int, pct, pct100, usd } from "./format.js";
 
@@ -74,12 +74,22 @@ export function mount(view, ctx) {
     ]);
     const xs = bucketStarts(since, until, BUCKET_SECONDS[bucket]);
     const series = tierSeries(traffic.series, xs);
-    drawKpis(kpis, series, savings.items.filter((i) => i.router === name));
+    drawKpis(
+      kpis,
+      series,
+      savings.items.filter((i) => i.router === name),
+    );
     drawTraffic(requests, series, xs, bucket, "requests");
     drawTraffic(spend, series, xs, bucket, "spend_usd");
-    drawShare(share, shareData.routers.find((r) => r.router === name));
+    drawShare(
+      share,
+      shareData.routers.find((r) => r.router === name),
+    );
     drawEscalations(escalations, escData);
-    drawQuality(quality, qualityData.routers.find((r) => r.router === name));
+    drawQuality(
+      quality,
+      qualityData.routers.find((r) => r.router === name),
+    );
   }
   return { refresh };
 }
@@ -91,15 +101,10 @@ function drawToolbar(toolbar, ctx, routers, name, rangeKey, router) {
     : esc.mode === "off"
       ? "escalation off"
       : `escalation ${esc.mode} · rollout ${pct100(esc.rollout_percent)} · live ${pct100(router.live_percent)}`;
-  fill(
-    toolbar,
-    select(
-      "Router",
-      routers.map((r) => [r.name, r.name + (r.enabled ? "" : " (disabled)")]),
-      name,
-      (v) => ctx.go({ router: v }),
-      "router-select",
-    ),
+  const options = routers.map((r) => [r.name, r.name + (r.enabled ? "" : " (disabled)")]);
+  const key = JSON.stringify([options, name, rangeKey, mode]);
+  fillOnChange(toolbar, key, () => [
+    select("Router", options, name, (v) => ctx.go({ router: v }), "router-select"),
     select(
       "Range",
       Object.entries(RANGES).map(([k, v]) => [k, v[2]]),
@@ -108,7 +113,7 @@ function drawToolbar(toolbar, ctx, routers, name, rangeKey, router) {
       "range-select",
     ),
     h("span", { class: "muted", testid: "router-mode" }, mode),
-  );
+  ]);
 }
 
 /** Every bucket start in the window, so quiet buckets draw as zero. */
@@ -132,7 +137,14 @@ function tierSeries(apiSeries, xs) {
         spend[i] += p.spend_usd;
       }
       const errors = sr.points.reduce((a, p) => a + p.errors, 0);
-      return { tier: tierName(sr.tier), total: sr.requests, spendTotal: sr.spend_usd, errors, requests, spend_usd: spend };
+      return {
+        tier: tierName(sr.tier),
+        total: sr.requests,
+        spendTotal: sr.spend_usd,
+        errors,
+        requests,
+        spend_usd: spend,
+      };
     });
 }
 
@@ -163,13 +175,20 @@ function drawKpis(el, series, savingsItems) {
       "kpi-strong-share",
       `of requests · ${pct(spend ? (strong?.spendTotal || 0) / spend : null)} of spend`,
     ),
-    kpi("Saved by cache affinity", usd(saved), "kpi-saved", `${pct(uncached ? saved / uncached : null)} of uncached price`),
+    kpi(
+      "Saved by cache affinity",
+      usd(saved),
+      "kpi-saved",
+      `${pct(uncached ? saved / uncached : null)} of uncached price`,
+    ),
   );
 }
 
 function drawTraffic(el, series, xs, bucket, field) {
   const money = field === "spend_usd";
-  const fmt = money ? (v, exact) => (exact ? usd(v) : compact(v, true)) : (v, exact) => (exact ? int(v) : compact(v));
+  const fmt = money
+    ? (v, exact) => (exact ? usd(v) : compact(v, true))
+    : (v, exact) => (exact ? int(v) : compact(v));
   const step = BUCKET_SECONDS[bucket];
   const chart = stackedArea({
     xs,
@@ -255,7 +274,9 @@ function drawEscalations(el, data) {
   }));
   fill(
     el,
-    rows.length ? bars(rows) : h("p", { class: "empty", testid: "esc-empty" }, "No escalation events in this range."),
+    rows.length
+      ? bars(rows)
+      : h("p", { class: "empty", testid: "esc-empty" }, "No escalation events in this range."),
     denials.length ? h("h3", {}, "Cap denials by reason") : null,
     denials.length ? bars(denials) : null,
     legend(
@@ -318,11 +339,19 @@ function drawQuality(el, q) {
           h("dt", {}, "From feedback"),
           h("dd", { testid: "latency-feedback-mean" }, fb ? dec(fb.mean_hard_turns) : DASH),
           h("dt", {}, "Sessions measured"),
-          h("dd", { testid: "latency-feedback-measured" }, fb ? `${int(fb.sessions_measured)} of ${int(fb.sessions_escalated)}` : DASH),
+          h(
+            "dd",
+            { testid: "latency-feedback-measured" },
+            fb ? `${int(fb.sessions_measured)} of ${int(fb.sessions_escalated)}` : DASH,
+          ),
           h("dt", {}, "Hard, not escalated"),
           h("dd", { testid: "latency-feedback-missed" }, fb ? int(fb.hard_sessions_not_escalated) : DASH),
           h("dt", {}, "From labels"),
-          h("dd", { testid: "latency-labels-mean" }, lb ? `${dec(lb.mean_hard_turns)} (${int(lb.labels)} labels)` : DASH),
+          h(
+            "dd",
+            { testid: "latency-labels-mean" },
+            lb ? `${dec(lb.mean_hard_turns)} (${int(lb.labels)} labels)` : DASH,
+          ),
         ),
       ),
     ),

@@ -28,7 +28,12 @@ export function mount(view, ctx) {
     h(
       "div",
       { class: "grid sidebar" },
-      h("div", {}, card("Find a session", finder), card("Recent sessions", recent, { note: "from usage rows" })),
+      h(
+        "div",
+        {},
+        card("Find a session", finder),
+        card("Recent sessions", recent, { note: "from usage rows" }),
+      ),
       h("div", {}, message, detail),
     ),
   );
@@ -73,11 +78,18 @@ export function mount(view, ctx) {
     const path = sessionPath(q);
     const [usage, session] = await Promise.all([
       api("/usage", { query: { limit: RECENT_USAGE } }),
-      path ? api(path).catch((err) => (err.status === 404 || err.status === 400 ? { error: err } : Promise.reject(err))) : null,
+      path
+        ? api(path).catch((err) =>
+            err.status === 404 || err.status === 400 ? { error: err } : Promise.reject(err),
+          )
+        : null,
     ]);
     drawRecent(recent, usage.items, session && !session.error ? session.scope : null, ctx);
     if (!session) {
-      fill(detail, h("p", { class: "empty card" }, "Pick a recent session, or type a workspace and session id."));
+      fill(
+        detail,
+        h("p", { class: "empty card" }, "Pick a recent session, or type a workspace and session id."),
+      );
     } else if (session.error) {
       fill(detail, h("p", { class: "error card", testid: "session-error" }, session.error.message));
     } else {
@@ -91,7 +103,12 @@ function drawRecent(el, rows, selected, ctx) {
   const byScope = new Map();
   for (const r of rows) {
     if (!r.session_hash) continue;
-    const s = byScope.get(r.session_hash) || { scope: r.session_hash, requests: 0, last: r, routers: new Set() };
+    const s = byScope.get(r.session_hash) || {
+      scope: r.session_hash,
+      requests: 0,
+      last: r,
+      routers: new Set(),
+    };
     s.requests += 1;
     if (r.router) s.routers.add(r.router);
     byScope.set(r.session_hash, s);
@@ -132,14 +149,19 @@ function drawRecent(el, rows, selected, ctx) {
 
 function tierBadge(state, testid) {
   const tier = state ? state.tier : "base";
-  return h("span", { class: `badge ${tier === "strong" ? "strong" : "base"}`, testid }, state ? tier : "base (no state)");
+  return h(
+    "span",
+    { class: `badge ${tier === "strong" ? "strong" : "base"}`, testid },
+    state ? tier : "base (no state)",
+  );
 }
 
 function routerCard(r, path, ctx, message) {
   const st = r.tier_state;
   const canReset = r.escalation_mode !== "off" && st;
   const reset = async () => {
-    if (!confirm(`Reset this session's tier on ${r.router} to base? Ratchets already used are not refunded.`)) return;
+    if (!confirm(`Reset this session's tier on ${r.router} to base? Ratchets already used are not refunded.`))
+      return;
     const res = await api(`${path}/reset`, { method: "POST", query: { router: r.router } });
     const change = res.routers[0];
     message.textContent = change?.changed
@@ -168,7 +190,11 @@ function routerCard(r, path, ctx, message) {
       fact("Strong model pin", r.model_pins.strong ?? DASH, `session-pin-${r.router}-strong`),
     ),
     canReset
-      ? h("button", { type: "button", class: "danger", testid: `session-reset-${r.router}`, onclick: reset }, "Reset tier to base")
+      ? h(
+          "button",
+          { type: "button", class: "danger", testid: `session-reset-${r.router}`, onclick: reset },
+          "Reset tier to base",
+        )
       : null,
   );
 }
@@ -205,22 +231,46 @@ function drawSession(el, data, path, ctx, message) {
       "div",
       { class: "session-head" },
       h("h2", { testid: "session-title" }, title),
-      h("p", { class: "muted small" }, "scope ", h("code", {}, data.scope), " · audit hash ", h("code", {}, data.session_hash)),
+      h(
+        "p",
+        { class: "muted small" },
+        "scope ",
+        h("code", {}, data.scope),
+        " · audit hash ",
+        h("code", {}, data.session_hash),
+      ),
     ),
-    h("div", { class: "grid two" }, active.map((r) => routerCard(r, path, ctx, message))),
+    h(
+      "div",
+      { class: "grid two" },
+      active.map((r) => routerCard(r, path, ctx, message)),
+    ),
     idle.length ? h("p", { class: "muted small" }, `No tier state or pins on: ${idle.join(", ")}`) : null,
-    card("Channel pins", table(["Model", "Channel and key"], pins, { testid: "session-channel-pins", empty: "No channel pins." })),
+    card(
+      "Channel pins",
+      table(["Model", "Channel and key"], pins, {
+        testid: "session-channel-pins",
+        empty: "No channel pins.",
+      }),
+    ),
     card(
       "Recent decisions",
-      table(["Time", "Router", "Event", "Trigger", "Detail"], events, { testid: "session-events", empty: "No audit events for this session." }),
+      table(["Time", "Router", "Event", "Trigger", "Detail"], events, {
+        testid: "session-events",
+        empty: "No audit events for this session.",
+      }),
       { wide: true },
     ),
     card(
       "Recent requests",
-      table(["Time", "Router", "Model", "Tier", "Channel", "Status", "Input / cached", "Output", "Cost"], requests, {
-        testid: "session-requests",
-        empty: "No requests recorded.",
-      }),
+      table(
+        ["Time", "Router", "Model", "Tier", "Channel", "Status", "Input / cached", "Output", "Cost"],
+        requests,
+        {
+          testid: "session-requests",
+          empty: "No requests recorded.",
+        },
+      ),
       { wide: true },
     ),
   );

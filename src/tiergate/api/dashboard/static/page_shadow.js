@@ -4,7 +4,7 @@
 // which moves the router's labelled precision and its go-live gate.
 
 import { api } from "./api.js";
-import { fill, h, num, select, table } from "./dom.js";
+import { fill, fillOnChange, h, num, select, table } from "./dom.js";
 import { DASH, dateTime, dec, int, pct, short } from "./format.js";
 
 const LIMIT = 100;
@@ -40,22 +40,29 @@ export function mount(view, ctx) {
     const q = ctx.query();
     const router = routers.some((r) => r.name === q.get("router")) ? q.get("router") : "";
     const labelled = ["true", "false"].includes(q.get("labelled")) ? q.get("labelled") : "";
-    fill(
-      toolbar,
-      select("Router", [["", "all auto routers"], ...routers.map((r) => [r.name, r.name])], router, (v) => ctx.go({ router: v }), "shadow-router"),
+    const choices = [["", "all auto routers"], ...routers.map((r) => [r.name, r.name])];
+    fillOnChange(toolbar, JSON.stringify([choices, router, labelled]), () => [
+      select("Router", choices, router, (v) => ctx.go({ router: v }), "shadow-router"),
       select(
         "Show",
-        [["", "all decisions"], ["false", "unlabelled only"], ["true", "labelled only"]],
+        [
+          ["", "all decisions"],
+          ["false", "unlabelled only"],
+          ["true", "labelled only"],
+        ],
         labelled,
         (v) => ctx.go({ labelled: v }),
         "shadow-labelled",
       ),
-    );
+    ]);
     const [quality, shadow] = await Promise.all([
       api("/stats/quality", { query: { router } }),
       api("/shadow", { query: { router, labelled, limit: LIMIT } }),
     ]);
-    drawGates(gates, quality.routers.filter((r) => r.mode === "auto"));
+    drawGates(
+      gates,
+      quality.routers.filter((r) => r.mode === "auto"),
+    );
     const typing = body.contains(document.activeElement) && document.activeElement.tagName === "INPUT";
     if (!typing) drawTable(body, shadow.items, label);
   }
@@ -74,7 +81,11 @@ function drawGates(el, routers) {
             h(
               "span",
               { class: "kpi-value" },
-              h("span", { class: `badge ${r.gate.open ? "good" : "bad"}`, testid: `shadow-gate-state-${r.router}` }, r.gate.open ? "OPEN" : "CLOSED"),
+              h(
+                "span",
+                { class: `badge ${r.gate.open ? "good" : "bad"}`, testid: `shadow-gate-state-${r.router}` },
+                r.gate.open ? "OPEN" : "CLOSED",
+              ),
               h("span", { class: "kpi-sub" }, " precision "),
               h("span", { testid: `shadow-precision-${r.router}` }, pct(r.gate.precision)),
             ),
@@ -96,13 +107,17 @@ function drawTable(el, items, label) {
       type: "number",
       min: 0,
       max: 1000,
-      placeholder: "hard turns",
+      placeholder: "turns",
       title: "hard turns already served on base before this decision (optional)",
       testid: `shadow-hard-${it.id}`,
       value: it.label?.hard_turns_before ?? "",
     });
     const state = it.label
-      ? h("span", { class: `badge ${it.label.correct ? "good" : "bad"}`, testid: `shadow-label-state-${it.id}` }, it.label.correct ? "correct" : "incorrect")
+      ? h(
+          "span",
+          { class: `badge ${it.label.correct ? "good" : "bad"}`, testid: `shadow-label-state-${it.id}` },
+          it.label.correct ? "correct" : "incorrect",
+        )
       : h("span", { class: "badge neutral", testid: `shadow-label-state-${it.id}` }, "unlabelled");
     return h(
       "tr",
@@ -121,16 +136,49 @@ function drawTable(el, items, label) {
         { class: "label-cell" },
         state,
         hard,
-        h("button", { type: "button", class: "good", testid: `shadow-correct-${it.id}`, onclick: () => label(it, true, hard) }, "✓ Correct"),
-        h("button", { type: "button", class: "bad", testid: `shadow-incorrect-${it.id}`, onclick: () => label(it, false, hard) }, "✗ Incorrect"),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "good",
+            testid: `shadow-correct-${it.id}`,
+            onclick: () => label(it, true, hard),
+          },
+          "✓ Correct",
+        ),
+        h(
+          "button",
+          {
+            type: "button",
+            class: "bad",
+            testid: `shadow-incorrect-${it.id}`,
+            onclick: () => label(it, false, hard),
+          },
+          "✗ Incorrect",
+        ),
       ),
     );
   });
   fill(
     el,
-    table(["Time", "Router", "Session", "Trigger", "Would send", "Delta / threshold", "Strikes", "Streak", "Router share", "Label"], rows, {
-      testid: "shadow-table",
-      empty: "No shadow decisions match.",
-    }),
+    table(
+      [
+        "Time",
+        "Router",
+        "Session",
+        "Trigger",
+        "Would send",
+        "Delta / threshold",
+        "Strikes",
+        "Streak",
+        "Router share",
+        "Label",
+      ],
+      rows,
+      {
+        testid: "shadow-table",
+        empty: "No shadow decisions match.",
+      },
+    ),
   );
 }
