@@ -26,8 +26,6 @@ import pytest
 
 from admin_support import ADMIN, AdminClient, admin_config, chat, escalating_router, gateway
 from servers import TOKEN, ServerThread
-from test_admin_records import LONG_SYSTEM
-from test_admin_shadow import failing_turn
 from tiergate.sim.app import create_sim_app
 
 CHROMIUM = "/usr/bin/chromium"
@@ -111,6 +109,30 @@ def test_formats_mirror_the_javascript_rules() -> None:
 
 
 # ---- a gateway with real traffic ------------------------------------------------------------
+
+#: Long enough for the providers' prompt caches (which start at 1024 tokens).
+LONG_SYSTEM = "You are a careful coding agent. " + " ".join(
+    f"Rule {i}: keep functions small, name things clearly and test behaviour." for i in range(300)
+)
+
+
+def failing_turn(i: int) -> list[dict[str, Any]]:
+    """A turn whose two tool results both failed: a request-side strike."""
+    calls = [
+        {
+            "id": f"c{i}{x}",
+            "type": "function",
+            "function": {"name": "run_command", "arguments": f'{{"cmd": "make {x}"}}'},
+        }
+        for x in "ab"
+    ]
+    err = f"./pool/worker.go:{40 + i}:2: undefined: jobQueue\nexit status 2"
+    return [
+        {"role": "user", "content": "Make the build pass."},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": f"c{i}a", "content": f"error: {err}"},
+        {"role": "tool", "tool_call_id": f"c{i}b", "content": f"FAIL\n{err}"},
+    ]
 
 
 def _feedback(gw: ServerThread, request_id: str, score: float) -> None:
