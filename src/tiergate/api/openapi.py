@@ -16,7 +16,8 @@ from typing import Any
 from pydantic import BaseModel
 
 from tiergate import __version__
-from tiergate.api.admin import ENDPOINTS, PREFIX
+from tiergate.api.admin import ENDPOINTS, PREFIX, Endpoint
+from tiergate.api.admin_common import MAX_CSV_ROWS, MAX_LIMIT, MAX_OFFSET
 from tiergate.api.openapi_inbound import INBOUND, inbound_paths
 from tiergate.api.openapi_schema import (
     ERROR,
@@ -31,6 +32,13 @@ from tiergate.api.openapi_schema import (
 from tiergate.config import ChannelConfig, RouterConfig
 
 # ---- config models from pydantic ---------------------------------------------------
+
+#: RouterConfig's name validator, as a JSON Schema pattern.
+ROUTER_NAME = r"^[A-Za-z0-9_.\-]+$"
+_KEYS = (
+    "Provider keys, or ${ENV_VAR} references to keep them out of the database. "
+    "Write-only: never returned."
+)
 
 
 def _model_schemas(model: type[BaseModel], defs: dict[str, Schema]) -> Schema:
@@ -51,6 +59,13 @@ def _config_schemas() -> dict[str, Schema]:
     defs: dict[str, Schema] = {}
     channel = _model_schemas(ChannelConfig, defs)
     router = _model_schemas(RouterConfig, defs)
+    # What the validators check beyond the field types (tiergate.config):
+    channel["properties"]["name"]["minLength"] = 1
+    channel["properties"]["keys"].update(
+        minItems=1, items={"type": "string", "minLength": 1}, description=_KEYS
+    )
+    channel["properties"]["models"]["minProperties"] = 1
+    router["properties"]["name"]["pattern"] = ROUTER_NAME
     router_create = copy.deepcopy(router)
     router_create["properties"]["force"] = {
         "type": "boolean",
@@ -214,6 +229,13 @@ RESPONSES: dict[str, Schema] = {
     "SavingsStats": obj({"total": {"type": "object"}, "items": {"type": "array"}}, ["total"]),
 }
 
+#: A time in a query: unix seconds, or ISO 8601 (a time without a zone is UTC).
+_TIME: Schema = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"}]}
+_CSV_LIMIT = (
+    f"At most {MAX_LIMIT} rows with format=json, {MAX_CSV_ROWS} with format=csv "
+    "(default: all of them up to that)"
+)
+
 QUERY_PARAMETERS: dict[str, Schema] = {
     "router": {"type": "string", "description": "Router name"},
     "workspace": {"type": "string", "description": "Workspace name"},
@@ -229,10 +251,10 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "channel": {"type": "string"},
     "tier": {"type": "string", "enum": ["base", "strong"]},
     "status": {"type": "integer", "minimum": 100, "maximum": 599},
-    "since": {"type": "string", "description": "Unix seconds or ISO 8601 (inclusive)"},
-    "until": {"type": "string", "description": "Unix seconds or ISO 8601 (exclusive)"},
-    "limit": {"type": "integer", "minimum": 1, "maximum": 10000},
-    "offset": {"type": "integer", "minimum": 0},
+    "since": {**_TIME, "description": "Unix seconds or ISO 8601 (inclusive)"},
+    "until": {**_TIME, "description": "Unix seconds or ISO 8601 (exclusive)"},
+    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+    "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
     "format": {"type": "string", "enum": ["json", "csv"]},
     "bucket": {"type": "string", "enum": ["minute", "hour", "day"]},
     "labelled": {"type": "boolean"},
@@ -241,6 +263,11 @@ QUERY_PARAMETERS: dict[str, Schema] = {
 _PATH_PARAMETERS: dict[str, Schema] = {
     "index": {"type": "integer", "minimum": 0, "maximum": 10000},
     "id": {"type": "integer", "minimum": 0},
+    "scope": {
+        "type": "string",
+        "pattern": "^[0-9a-f]{32}$",
+        "description": "The session's scope: usage rows' session_hash",
+    },
 }
 
 
@@ -257,6 +284,15 @@ def _path_params(path: str) -> list[Schema]:
     ]
 
 
+def _query_param(ep: Endpoint, name: str) -> Schema:
+    schema = QUERY_PARAMETERS[name]
+    if name == "limit":
+        schema = {**schema, "maximum": ep.max_limit}
+        if ep.csv:
+            schema["description"] = _CSV_LIMIT
+    return {"name": name, "in": "query", "required": False, "schema": schema}
+
+
 def _admin_paths() -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for ep in ENDPOINTS:
@@ -268,11 +304,7 @@ def _admin_paths() -> dict[str, Any]:
             "tags": [f"Admin: {ep.tag}"],
             "operationId": f"admin_{ep.method.lower()}_{_slug(ep.path)}",
             "security": [{"adminToken": []}],
-            "parameters": _path_params(ep.path)
-            + [
-                {"name": q, "in": "query", "required": False, "schema": QUERY_PARAMETERS[q]}
-                for q in ep.query
-            ],
+            "parameters": _path_params(ep.path) + [_query_param(ep, q) for q in ep.query],
             "responses": {
                 str(ep.status): {"description": "Success", "content": content},
                 **error_responses(400, 401, 404, 409, 413, 503),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tiergate.api.openapi_bodies import CHAT_COMPLETION_REQUEST, MESSAGES_REQUEST
 from tiergate.api.openapi_schema import (
     Schema,
     error_responses,
@@ -14,38 +15,8 @@ from tiergate.api.openapi_schema import (
     ref,
 )
 
-_MESSAGE = obj(
-    {
-        "role": {"type": "string", "enum": ["system", "developer", "user", "assistant", "tool"]},
-        "content": {"anyOf": [{"type": "string"}, {"type": "array"}, {"type": "null"}]},
-        "tool_calls": {"type": "array"},
-        "tool_call_id": {"type": "string"},
-        "name": {"type": "string"},
-    },
-    ["role"],
-)
 INBOUND: dict[str, Schema] = {
-    "ChatCompletionRequest": obj(
-        {
-            "model": {
-                "type": "string",
-                "description": "A model name, or a router: orcarouter/<name>, router/<name>, "
-                "auto:<name>",
-            },
-            "messages": {"type": "array", "minItems": 1, "items": _MESSAGE},
-            "stream": {"type": "boolean"},
-            "stream_options": {"type": "object"},
-            "tools": {"type": "array"},
-            "tool_choice": {},
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "max_completion_tokens": {"type": "integer", "minimum": 1},
-            "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-            "user": {"type": "string"},
-            "prompt_cache_key": {"type": "string"},
-            "metadata": {"type": "object"},
-        },
-        ["model", "messages"],
-    ),
+    "ChatCompletionRequest": CHAT_COMPLETION_REQUEST,
     "ChatCompletion": obj(
         {
             "id": {"type": "string"},
@@ -56,28 +27,7 @@ INBOUND: dict[str, Schema] = {
         },
         ["choices"],
     ),
-    "MessagesRequest": obj(
-        {
-            "model": {"type": "string"},
-            "max_tokens": {"type": "integer", "minimum": 1},
-            "messages": {
-                "type": "array",
-                "minItems": 1,
-                "items": obj(
-                    {
-                        "role": {"type": "string", "enum": ["user", "assistant"]},
-                        "content": {"anyOf": [{"type": "string"}, {"type": "array"}]},
-                    },
-                    ["role", "content"],
-                ),
-            },
-            "system": {"anyOf": [{"type": "string"}, {"type": "array"}]},
-            "stream": {"type": "boolean"},
-            "tools": {"type": "array"},
-            "metadata": {"type": "object"},
-        },
-        ["model", "max_tokens", "messages"],
-    ),
+    "MessagesRequest": MESSAGES_REQUEST,
     "Message": obj(
         {"id": {"type": "string"}, "type": {"type": "string"}, "content": {"type": "array"}},
         ["content"],
@@ -117,24 +67,25 @@ INBOUND: dict[str, Schema] = {
     "Health": obj({"status": {"type": "string"}}, ["status"]),
 }
 
+#: Values are case-insensitive; any other value is ignored, as an unknown header is.
 _ROUTING_HEADERS = [
     {"name": name, "in": "header", "required": False, "schema": schema, "description": desc}
     for name, schema, desc in (
         ("X-OrcaRouter-Session-Id", {"type": "string"}, "Session id (highest priority)"),
         (
             "X-OrcaRouter-Tier",
-            {"type": "string", "enum": ["strong", "base"]},
+            {"type": "string", "examples": ["strong", "base"]},
             "strong escalates the session; base resets it",
         ),
         (
             "X-OrcaRouter-Escalate",
-            {"type": "string", "enum": ["once"]},
-            "Serve this one request strong",
+            {"type": "string", "examples": ["once"]},
+            "once: serve this one request strong",
         ),
         (
             "X-OrcaRouter-Include-Cost",
-            {"type": "string", "enum": ["true", "false"]},
-            "Add X-Orca-Cost (USD) to the reply",
+            {"type": "string", "examples": ["true"]},
+            "true: add X-Orca-Cost (USD) to the reply",
         ),
     )
 ]
@@ -148,12 +99,46 @@ _REPLY_HEADERS = {
 _INBOUND_ERRORS = (400, 401, 404, 409, 413, 429, 503)
 
 
+#: One server-sent event of a streamed reply (OpenAPI 3.1: the schema of a
+#: text/event-stream describes each event). OpenAI sends `data` only, ending
+#: with `data: [DONE]`; Anthropic names every event. A `: x-orca-cost=...`
+#: comment line may close the stream (X-OrcaRouter-Include-Cost).
+OPENAI_EVENT = obj(
+    {"data": {"type": "string", "description": "A chat.completion.chunk as JSON, or [DONE]"}},
+    ["data"],
+)
+ANTHROPIC_EVENT = obj(
+    {
+        "event": {
+            "type": "string",
+            "enum": [
+                "message_start",
+                "content_block_start",
+                "content_block_delta",
+                "content_block_stop",
+                "message_delta",
+                "message_stop",
+                "ping",
+                "error",
+            ],
+        },
+        "data": {"type": "string", "description": "The event's JSON object"},
+    },
+    ["event", "data"],
+)
+
+
 def _inbound_op(
-    summary: str, body: str | None, response: str, *, stream: bool = False, secure: bool = True
+    summary: str,
+    body: str | None,
+    response: str,
+    *,
+    stream: Schema | None = None,
+    secure: bool = True,
 ) -> dict[str, Any]:
     content = json_content(ref(response))
-    if stream:
-        content["text/event-stream"] = {"schema": {"type": "string"}}
+    if stream is not None:
+        content["text/event-stream"] = {"schema": stream}
     op: dict[str, Any] = {
         "summary": summary,
         "tags": ["Inbound"],
@@ -172,7 +157,7 @@ def _inbound_op(
 
 def inbound_paths() -> dict[str, Any]:
     chat = _inbound_op(
-        "OpenAI chat completions", "ChatCompletionRequest", "ChatCompletion", stream=True
+        "OpenAI chat completions", "ChatCompletionRequest", "ChatCompletion", stream=OPENAI_EVENT
     )
     health = {
         "summary": "Liveness",
@@ -191,7 +176,9 @@ def inbound_paths() -> dict[str, Any]:
         "/v1/chat/completions": {"post": {**chat, "operationId": "chat_completions"}},
         "/v1/messages": {
             "post": {
-                **_inbound_op("Anthropic messages", "MessagesRequest", "Message", stream=True),
+                **_inbound_op(
+                    "Anthropic messages", "MessagesRequest", "Message", stream=ANTHROPIC_EVENT
+                ),
                 "operationId": "messages",
             }
         },

@@ -16,6 +16,19 @@ def nullable(t: str) -> Schema:
     return {"type": [t, "null"]}
 
 
+def or_null(schema: Schema) -> Schema:
+    """`schema`, or JSON null (the gateway treats an explicit null as absent)."""
+    return {"anyOf": [schema, {"type": "null"}]}
+
+
+def const(value: str) -> Schema:
+    return {"type": "string", "const": value}
+
+
+def array(items: Schema, **constraints: Any) -> Schema:
+    return {"type": "array", "items": items, **constraints}
+
+
 def obj(
     props: dict[str, Schema], required: list[str] | None = None, *, open_: bool = True
 ) -> Schema:
