@@ -24,10 +24,11 @@ from tiergate.api import (
     admin_stats,
     shadow,
 )
-from tiergate.api.admin_common import AdminContext, guarded
+from tiergate.api.admin_common import MAX_CSV_ROWS, MAX_LIMIT, AdminContext, guarded
 
 PREFIX = "/admin/api"
 Handler = Callable[[AdminContext, Request], Awaitable[Response]]
+RouteHandler = Callable[[Request], Awaitable[Response]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +45,7 @@ class Endpoint:
     status: int = 200
     query: tuple[str, ...] = ()  # names in tiergate.api.openapi.QUERY_PARAMETERS
     csv: bool = False
+    max_limit: int = MAX_LIMIT  # the `limit` query parameter's maximum, if it has one
 
     @property
     def name(self) -> str:
@@ -73,6 +75,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Config",
         response="VersionList",
         query=("limit",),
+        max_limit=admin_config.MAX_VERSIONS,
     ),
     # channels
     Endpoint(
@@ -310,6 +313,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Records",
         response="AuditList",
         csv=True,
+        max_limit=MAX_CSV_ROWS,
         query=("router", "workspace", "event", "trigger", "session", "request_id", *_LIST),
     ),
     Endpoint(
@@ -320,6 +324,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Records",
         response="UsageList",
         csv=True,
+        max_limit=MAX_CSV_ROWS,
         query=(
             "router",
             "workspace",
@@ -409,10 +414,23 @@ ENDPOINTS: tuple[Endpoint, ...] = (
 
 
 def admin_routes(ctx: AdminContext) -> list[Route]:
-    """Starlette routes for every admin endpoint, each behind the admin token."""
-    routes = []
+    """Starlette routes for every admin endpoint, each behind the admin token.
+
+    One route per path, dispatching on the method, so a 405 names every method
+    the path supports in its Allow header (not only those of the first match).
+    """
+    by_path: dict[str, dict[str, RouteHandler]] = {}
     for ep in ENDPOINTS:
-        routes.append(
-            Route(PREFIX + ep.path, guarded(ctx, ep.handler, ep.name), methods=[ep.method])
-        )
-    return routes
+        by_path.setdefault(PREFIX + ep.path, {})[ep.method] = guarded(ctx, ep.handler, ep.name)
+    return [
+        Route(path, _by_method(handlers), methods=list(handlers))
+        for path, handlers in by_path.items()
+    ]
+
+
+def _by_method(handlers: dict[str, RouteHandler]) -> RouteHandler:
+    async def endpoint(request: Request) -> Response:
+        method = "GET" if request.method == "HEAD" else request.method
+        return await handlers[method](request)
+
+    return endpoint

@@ -40,6 +40,7 @@ MAX_BODY_BYTES = 1024 * 1024
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 10_000
 MAX_CSV_ROWS = 100_000
+MAX_OFFSET = 10**9
 
 _ERROR_TYPES = {
     400: "invalid_request_error",
@@ -229,12 +230,12 @@ def guarded(
 
 
 async def read_body(request: Request) -> dict[str, Any]:
-    """The JSON object body (an empty body reads as {})."""
+    """The JSON object body. Required: an empty PATCH must not store a new version."""
     raw = await request.body()
     if len(raw) > MAX_BODY_BYTES:
         raise AdminError(413, f"Request body exceeds {MAX_BODY_BYTES} bytes", "request_too_large")
     if not raw.strip():
-        return {}
+        raise invalid("A JSON object body is required")
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -245,8 +246,9 @@ async def read_body(request: Request) -> dict[str, Any]:
 
 
 def parse_time(value: str | None, name: str) -> float | None:
-    """Unix seconds or ISO 8601 (a timezone-less time is UTC)."""
-    if value is None or value == "":
+    """Unix seconds or ISO 8601 (a timezone-less time is UTC). None when absent;
+    an empty value is malformed (the typed parameters say what they accept)."""
+    if value is None:
         return None
     try:
         number = float(value)
@@ -266,7 +268,7 @@ def parse_time(value: str | None, name: str) -> float | None:
 
 
 def parse_int(value: str | None, name: str, default: int, lo: int, hi: int) -> int:
-    if value is None or value == "":
+    if value is None:
         return default
     try:
         n = int(value)
@@ -278,7 +280,7 @@ def parse_int(value: str | None, name: str, default: int, lo: int, hi: int) -> i
 
 
 def parse_bool(value: str | None, name: str) -> bool | None:
-    if value is None or value == "":
+    if value is None:
         return None
     lowered = value.lower()
     if lowered in ("true", "1", "yes"):

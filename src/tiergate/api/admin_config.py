@@ -39,6 +39,8 @@ from tiergate.config_store import ConfigVersion
 from tiergate.routing.affinity import key_fingerprint
 
 DEFAULT_GATE_WINDOW_DAYS = EscalationConfig().gate_window_days
+#: Versions hold whole config documents: a page of them stays small.
+MAX_VERSIONS = 1000
 
 Edit = Callable[[dict[str, Any]], Any]
 Check = Callable[[GatewayConfig | None, GatewayConfig], None]
@@ -148,7 +150,7 @@ async def get_config(ctx: AdminContext, request: Request) -> Response:
 
 
 async def list_versions(ctx: AdminContext, request: Request) -> Response:
-    limit = parse_int(request.query_params.get("limit"), "limit", 50, 1, 1000)
+    limit = parse_int(request.query_params.get("limit"), "limit", 50, 1, MAX_VERSIONS)
     rows = await ctx.sync.repo.history(limit)
     return json_response({"live_version": ctx.sync.version, "items": [r.summary() for r in rows]})
 

@@ -23,6 +23,7 @@ from tiergate.api.admin_common import (
     DEFAULT_LIMIT,
     MAX_CSV_ROWS,
     MAX_LIMIT,
+    MAX_OFFSET,
     AdminContext,
     invalid,
     json_response,
@@ -31,6 +32,8 @@ from tiergate.api.admin_common import (
 )
 from tiergate.api.admin_sessions import workspace_id
 from tiergate.db import audit_table, usage_table
+
+TIERS = ("base", "strong")
 
 
 def _common_filters(table: Table, request: Request) -> list[Any]:
@@ -66,10 +69,14 @@ def _audit_filters(request: Request) -> list[Any]:
 def _usage_filters(request: Request) -> list[Any]:
     t, qp = usage_table, request.query_params
     conds = _common_filters(t, request)
-    for name in ("model", "channel", "tier"):
+    for name in ("model", "channel"):
         if qp.get(name):
             conds.append(t.c[name] == qp[name])
-    if qp.get("status"):
+    if "tier" in qp:
+        if qp["tier"] not in TIERS:  # a typo must not read as "no such rows"
+            raise invalid("tier: base or strong")
+        conds.append(t.c.tier == qp["tier"])
+    if "status" in qp:
         status = parse_int(qp["status"], "status", 0, 100, 599)
         conds.append(t.c.status == status)
     return conds
@@ -105,7 +112,7 @@ async def _listing(
     cap = MAX_CSV_ROWS if fmt == "csv" else MAX_LIMIT
     default = MAX_CSV_ROWS if fmt == "csv" else DEFAULT_LIMIT
     limit = parse_int(qp.get("limit"), "limit", default, 1, cap)
-    offset = parse_int(qp.get("offset"), "offset", 0, 0, 10**9)
+    offset = parse_int(qp.get("offset"), "offset", 0, 0, MAX_OFFSET)
     q = (
         select(table)
         .where(*conds)

@@ -52,7 +52,8 @@ ESCALATION_EVENTS = ("escalated", "denied_cap", "shadow", "de_escalated", "reset
 def _window(request: Request, default_seconds: float = _DAY) -> tuple[float, float]:
     now = time.time()
     qp = request.query_params
-    until = parse_time(qp.get("until"), "until") or now
+    until = parse_time(qp.get("until"), "until")
+    until = now if until is None else until  # until=0 is a time, not "unset"
     since = parse_time(qp.get("since"), "since")
     since = until - default_seconds if since is None else since
     if since >= until:

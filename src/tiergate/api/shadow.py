@@ -24,6 +24,7 @@ from starlette.responses import Response
 from tiergate.api.admin_common import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
+    MAX_OFFSET,
     AdminContext,
     actor_of,
     invalid,
@@ -199,7 +200,7 @@ async def list_shadow(ctx: AdminContext, request: Request) -> Response:
     labelled = parse_bool(qp.get("labelled"), "labelled")
     since, until = parse_time(qp.get("since"), "since"), parse_time(qp.get("until"), "until")
     limit = parse_int(qp.get("limit"), "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
-    offset = parse_int(qp.get("offset"), "offset", 0, 0, 10**9)
+    offset = parse_int(qp.get("offset"), "offset", 0, 0, MAX_OFFSET)
     a, s = audit_table, shadow_labels_table
     conds = [a.c.event == "shadow"]
     if qp.get("router"):
@@ -227,6 +228,8 @@ def _label_body(body: dict[str, Any]) -> tuple[bool, int | None, str | None]:
     if not isinstance(correct, bool):
         problems.append("correct: true or false is required")
     hard = body.get("hard_turns_before")
+    if isinstance(hard, float) and hard.is_integer():
+        hard = int(hard)  # JSON has one number type: 2.0 is the integer 2
     if hard is not None and (
         isinstance(hard, bool) or not isinstance(hard, int) or not 0 <= hard <= MAX_HARD_TURNS
     ):
