@@ -525,7 +525,9 @@ def _cell(v: Any) -> str:
     if isinstance(v, float):
         if v != v:  # NaN
             return "-"
-        return f"{v:.3f}" if abs(v) < 10 else f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
+        if abs(v) < 10:
+            return f"{v:.3g}"  # three significant digits: 0.412, 2.41, 7.5
+        return f"{v:,.1f}" if abs(v) < 1000 else f"{v:,.0f}"
     return str(v)
 
 
