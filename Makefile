@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench clean soak soak-short
+.PHONY: run test lint typecheck pytest bench clean soak soak-short chromium
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,7 +21,14 @@ lint: $(BIN)/.installed
 typecheck: $(BIN)/.installed
 	$(BIN)/mypy
 
-pytest: $(BIN)/.installed
+# Browser tests drive Debian's Chromium (Playwright's own browser download is
+# not used); install it once when missing and we are allowed to (root).
+chromium:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+	  || echo "chromium not installed: the dashboard browser tests will skip"; }
+
+pytest: $(BIN)/.installed chromium
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
