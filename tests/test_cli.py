@@ -104,3 +104,22 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_config_check_points_at_the_line_of_a_bad_dsl_rule(tmp_path: Path) -> None:
+    cfg = tmp_path / "dsl.yaml"
+    cfg.write_text(
+        "channels:\n"
+        "  - {name: a, type: openai, keys: ['k'], models: {m/x: {}, m/y: {}}}\n"
+        "routers:\n"
+        "  - name: r\n"
+        "    strategy: dsl\n"
+        "    rules:\n"
+        "      - when: {difficulty: '>= 0.6'}\n"
+        "        use: m/nope\n"
+    )
+    out = subprocess.run(
+        [*TIERGATE, "config", "check", str(cfg)], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 2
+    assert "line 8" in out.stderr, out.stderr

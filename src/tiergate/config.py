@@ -252,7 +252,7 @@ def _pool_refs(router: RouterConfig) -> list[tuple[str, list[str]]]:
     ]
 
 
-def semantic_problems(cfg: GatewayConfig) -> list[str]:
+def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
     """Cross-field checks pydantic cannot express: names, references, pools."""
     problems: list[str] = []
     seen: set[str] = set()
@@ -290,28 +290,41 @@ def semantic_problems(cfg: GatewayConfig) -> list[str]:
             problems.append(f"{where}: gated_adaptive needs weak_pool, mid_pool or strong_pool")
         if r.strategy == "dsl" and not r.rules:
             problems.append(f"{where}.rules: the dsl strategy needs at least one rule")
-        problems.extend(_router_problems(r, sorted(models), where))
+        problems.extend(_router_problems(r, sorted(models), where, i, text))
     wnames = [w.name for w in cfg.workspaces]
     if len(set(wnames)) != len(wnames):
         problems.append("workspaces: duplicate workspace name")
     return problems
 
 
-def _router_problems(router: RouterConfig, exposed: list[str], where: str) -> list[str]:
-    """Tier pools that resolve to nothing, and DSL rules that do not parse."""
+def _router_problems(
+    router: RouterConfig, exposed: list[str], where: str, index: int, text: str | None
+) -> list[str]:
+    """Tier pools that resolve to nothing, and DSL rules that do not parse (by
+    line and column when the config's YAML text is at hand)."""
     from tiergate.routing import dsl  # routing imports config: import at call time
     from tiergate.routing.tiers import tier_config_problems
 
     problems = tier_config_problems(router, exposed, where)
     if router.strategy == "dsl" and router.rules:
         try:
-            dsl.parse_rules(router.rules, known_models=exposed, known_pools=router.pools)
+            if text is not None:
+                dsl.parse_rules_yaml(
+                    text,
+                    ("routers", index, "rules"),
+                    known_models=exposed,
+                    known_pools=router.pools,
+                )
+            else:
+                dsl.parse_rules(router.rules, known_models=exposed, known_pools=router.pools)
         except dsl.RuleError as err:
             problems.extend(f"{where}.rules: {p}" for p in err.problems)
     return problems
 
 
-def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> GatewayConfig:
+def parse_config(
+    data: dict[str, Any], env: dict[str, str] | None = None, text: str | None = None
+) -> GatewayConfig:
     """Validate a parsed YAML tree; raise ConfigError listing every problem."""
     if not isinstance(data, dict):
         raise ConfigError(["(root): the config file must be a YAML mapping"])
@@ -319,7 +332,7 @@ def parse_config(data: dict[str, Any], env: dict[str, str] | None = None) -> Gat
         cfg = GatewayConfig.model_validate(expand_env(data, env))
     except ValidationError as err:
         raise ConfigError(_format_validation(err)) from None
-    problems = semantic_problems(cfg)
+    problems = semantic_problems(cfg, text)
     if problems:
         raise ConfigError(problems)
     cfg._source = copy.deepcopy(data)
@@ -349,4 +362,4 @@ def load_config(path: str | Path, env: dict[str, str] | None = None) -> GatewayC
         mark = getattr(err, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "?"
         raise ConfigError([f"{path}: YAML syntax error at {where}"]) from None
-    return parse_config(data, env)
+    return parse_config(data, env, text)
