@@ -382,3 +382,22 @@ def test_a_failed_turn_opens_no_boundary(sim: Sim) -> None:
         # the next user turn after a success opens it (the failure left no unknown tools)
         history += [retried.json()["choices"][0]["message"], user("Third question")]
         assert resolved(send(history, CLAUDE)) == "anthropic/claude-sonnet-4-5"
+
+
+def test_a_confirmed_credential_failure_invalidates_only_that_lane(sim: Sim) -> None:
+    """A 401 on the served route drops that lane's binding; other lanes keep theirs."""
+    no_retry = {"cooldown_seconds": 0, "max_attempts": 1}
+    with gateway(sim.url, server=no_retry, session_tiers={"mode": "sticky"}) as g:
+        store = g.tiers.store
+        assert store is not None
+        lane_a, lane_b = session(), session()
+        for lane in (lane_a, lane_b):
+            r = chat(g.url, turn("auto:coding", user("Hello"), **managed(lane, CLAUDE)))
+            assert resolved(r) == "anthropic/claude-sonnet-4-5"
+        assert asyncio.run(store.live_count(0)) == 2
+        sim.fault(kind="status", status=401, count=1, model="claude-sonnet-4-5")
+        failed = chat(
+            g.url, turn("auto:coding", user("Hello"), user("Again"), **managed(lane_a, CLAUDE))
+        )
+        assert failed.status_code == 502
+        assert asyncio.run(store.live_count(0)) == 1  # lane A invalidated, lane B kept

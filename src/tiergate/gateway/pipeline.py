@@ -125,7 +125,11 @@ class Gateway:
                     await asyncio.shield(
                         self._spawn(
                             self.lanes.finalize(
-                                ctx.lane, served_model=None, response=None, tool_call_ids=()
+                                ctx.lane,
+                                served_model=None,
+                                response=None,
+                                tool_call_ids=(),
+                                credential_failure=ctx.lane_credential_failure,
                             )
                         )
                     )
@@ -396,6 +400,8 @@ class Gateway:
         return task
 
     def _upstream_failed(self, ctx: _Ctx, err: Exception) -> Response:
+        if isinstance(err, UpstreamError) and err.disables_key:
+            ctx.lane_credential_failure = True  # a confirmed 401/403: invalidate the lane
         if isinstance(err, UpstreamError):
             status = err.client_status()
             if status < 500 and status not in (429,):
@@ -454,6 +460,7 @@ class _Ctx:
         "fmt",
         "headers",
         "lane",
+        "lane_credential_failure",
         "lane_handed_off",
         "plan",
         "req",
@@ -485,6 +492,7 @@ class _Ctx:
         self.headers = headers
         self.lane: PreparedTurn | None = None
         self.lane_handed_off = False
+        self.lane_credential_failure = False
         self.upstream_started = started
 
 
