@@ -63,6 +63,11 @@ export function dateTime(ts) {
   );
 }
 
+/** Unix seconds as local "MM-DD HH:MM:SS" (tables of recent rows). */
+export function monthDayTime(ts) {
+  return missing(ts) ? DASH : dateTime(ts).slice(5);
+}
+
 /** Unix seconds as local "HH:MM" (or "MM-DD" for day buckets). */
 export function axisTime(ts, bucketSeconds) {
   const d = new Date(ts * 1000);

@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { fill, fillOnChange, h, num, select, table } from "./dom.js";
-import { DASH, dateTime, dec, int, pct, short } from "./format.js";
+import { DASH, dateTime, dec, int, monthDayTime, pct, short } from "./format.js";
 
 const LIMIT = 100;
 
@@ -122,39 +122,43 @@ function drawTable(el, items, label) {
     return h(
       "tr",
       { testid: "shadow-row", dataset: { id: it.id } },
-      h("td", { class: "nowrap" }, dateTime(it.ts)),
+      h("td", { class: "nowrap", title: dateTime(it.ts) }, monthDayTime(it.ts)),
       h("td", {}, it.router),
       h("td", { title: it.session_hash || "" }, h("code", {}, short(it.session_hash))),
       h("td", {}, it.trigger ?? DASH),
-      h("td", {}, h("code", {}, ev.would_header ?? DASH)),
+      h("td", { class: "nowrap" }, h("code", {}, ev.would_header ?? DASH)),
       num(`${dec(ev.delta_score)} / ${dec(ev.threshold)}`),
       num(int(ev.strike_count)),
       num(int(ev.difficulty_streak)),
       num(pct(ev.router_share)),
       h(
         "td",
-        { class: "label-cell" },
-        state,
-        hard,
+        {},
         h(
-          "button",
-          {
-            type: "button",
-            class: "good",
-            testid: `shadow-correct-${it.id}`,
-            onclick: () => label(it, true, hard),
-          },
-          "✓ Correct",
-        ),
-        h(
-          "button",
-          {
-            type: "button",
-            class: "bad",
-            testid: `shadow-incorrect-${it.id}`,
-            onclick: () => label(it, false, hard),
-          },
-          "✗ Incorrect",
+          "div",
+          { class: "label-cell" },
+          state,
+          hard,
+          h(
+            "button",
+            {
+              type: "button",
+              class: "good",
+              testid: `shadow-correct-${it.id}`,
+              onclick: () => label(it, true, hard),
+            },
+            "✓ Correct",
+          ),
+          h(
+            "button",
+            {
+              type: "button",
+              class: "bad",
+              testid: `shadow-incorrect-${it.id}`,
+              onclick: () => label(it, false, hard),
+            },
+            "✗ Incorrect",
+          ),
         ),
       ),
     );
