@@ -1,5 +1,6 @@
-"""What schemathesis found, pinned as plain regression tests (each failed before
-its fix): exact refusals, integral floats, the Allow header, empty parameters."""
+"""What schemathesis and the secrets scan found, pinned as plain regression
+tests (each failed before its fix): exact refusals, integral floats, the Allow
+header, empty parameters, usage rows of failed requests."""
 
 from __future__ import annotations
 
@@ -7,17 +8,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from starlette.testclient import TestClient
 
-from admin_support import ADMIN, admin_config
-from servers import TOKEN
+from admin_support import ADMIN, admin_config, chat
+from servers import TOKEN, ServerThread
 from tiergate.api.admin_config import MAX_VERSIONS
 from tiergate.api.openapi import openapi_document
 from tiergate.app import create_app
 from tiergate.config import parse_config
 from tiergate.formats.errors import FormatError
 from tiergate.formats.openai.request import parse_request as parse_openai
+from tiergate.sim.app import create_sim_app
 
 ADMIN_AUTH = {"Authorization": f"Bearer {ADMIN}"}
 
@@ -110,3 +113,25 @@ def test_label_takes_an_integral_float(client: TestClient) -> None:
     assert r.status_code == 404  # valid label; the decision does not exist
     r = client.post(path, headers=ADMIN_AUTH, json={"correct": True, "hard_turns_before": 2.5})
     assert r.status_code == 400
+
+
+def test_failed_and_served_requests_are_recorded_together(tmp_path: Path) -> None:
+    """A failed request's usage row once lacked columns; in one insert batch with
+    served rows it failed the whole batch, and every later one with it."""
+    with ServerThread(create_sim_app()) as sim:
+        doc = admin_config(sim.url, str(tmp_path / "tg.db"))
+        app = create_app(parse_config(doc), env={"TIERGATE_ADMIN_TOKEN": ADMIN})
+        with ServerThread(app) as gw:
+            fault = {"kind": "status", "status": 500, "count": 3, "model": "claude-sonnet-4-5"}
+            assert httpx.post(f"{sim.url}/_sim/faults", json=fault).is_success
+            # One flush batch: served, failed, served (the recorder flushes on read).
+            assert chat(gw, "openai/gpt-5-mini").status_code == 200
+            assert chat(gw, "anthropic/claude-sonnet-4-5").status_code == 502
+            assert chat(gw, "openai/gpt-5-mini").status_code == 200
+            rows = httpx.get(f"{gw.url}/admin/api/usage", headers=ADMIN_AUTH).json()["items"]
+            assert sorted(row["status"] for row in rows) == [200, 200, 502]
+            served = [row for row in rows if row["status"] == 200]
+            assert all(row["channel"] == "oa" and row["output_tokens"] > 0 for row in served)
+            assert chat(gw, "openai/gpt-5-mini").status_code == 200  # later batches too
+            rows = httpx.get(f"{gw.url}/admin/api/usage", headers=ADMIN_AUTH).json()["items"]
+            assert len(rows) == 4
