@@ -11,6 +11,7 @@ Python package; skipped without them unless TIERGATE_REQUIRE_SERVICES=1.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import math
@@ -28,7 +29,7 @@ from admin_support import ADMIN, AdminClient, admin_config, chat, escalating_rou
 from servers import TOKEN, ServerThread
 from tiergate.sim.app import create_sim_app
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = os.environ.get("TIERGATE_CHROMIUM", "/usr/bin/chromium")  # Debian's package
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",
@@ -42,7 +43,8 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
 
 
-def _require_browser() -> None:
+def _missing_browser() -> str | None:
+    """What this machine lacks to drive Chromium, or None."""
     missing = []
     if not os.access(CHROMIUM, os.X_OK):
         missing.append(f"{CHROMIUM} (apt-get install chromium)")
@@ -50,16 +52,25 @@ def _require_browser() -> None:
         import playwright.sync_api  # noqa: F401
     except ImportError:
         missing.append("the playwright Python package (pip install playwright)")
-    if not missing:
-        return
-    message = "dashboard browser tests need " + " and ".join(missing)
-    if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{message}, and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
-    pytest.skip(f"{message}; set TIERGATE_REQUIRE_SERVICES=1 to make this fail")
+    return "dashboard browser tests need " + " and ".join(missing) if missing else None
 
 
-_require_browser()
-from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright  # noqa: E402
+MISSING = _missing_browser()
+REQUIRED = os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1"
+if MISSING and not REQUIRED:
+    pytest.skip(
+        f"{MISSING}; set TIERGATE_REQUIRE_SERVICES=1 to make this fail", allow_module_level=True
+    )
+# Required but missing: every test here fails (browser_required), the rest of the suite runs.
+with contextlib.suppress(ImportError):
+    from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
+
+
+@pytest.fixture(scope="module", autouse=True)
+def browser_required() -> None:
+    if MISSING:
+        pytest.fail(f"{MISSING}, and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
+
 
 VIEWPORT: ViewportSize = {"width": 1366, "height": 768}  # a laptop screen
 
