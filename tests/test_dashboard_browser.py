@@ -279,6 +279,18 @@ def test_a_wrong_token_is_refused_with_a_clear_error(env: dict[str, Any], browse
     context.close()
 
 
+def test_a_token_the_gateway_stops_accepting_returns_to_sign_in(
+    env: dict[str, Any], browser: Browser
+) -> None:
+    context = browser.new_context(viewport=VIEWPORT)
+    context.add_init_script("sessionStorage.setItem('tiergate.adminToken', 'tg-admin-rotated')")
+    tab = context.new_page()
+    tab.goto(f"{env['gw'].url}/dashboard/#/cache")
+    expect(tab.get_by_test_id("login-error")).to_contain_text("no longer accepts")
+    assert tab.evaluate("sessionStorage.getItem('tiergate.adminToken')") is None
+    context.close()
+
+
 def test_overview_shows_the_apis_numbers(page: Page, env: dict[str, Any]) -> None:
     admin: AdminClient = env["admin"]
     open_page(page, env, "overview?router=coding&range=15m")
