@@ -405,7 +405,8 @@ class Gateway:
         if isinstance(err, UpstreamError):
             status = err.client_status()
             if status < 500 and status not in (429,):
-                message = err.message  # the provider's own words on a client error
+                # the provider's own words on a client error, minus any key they quote
+                message = _without_keys(err.message, self.cfg)
             else:
                 message = "Upstream provider failed after retries"
             headers = dict(ctx.headers)
@@ -512,6 +513,15 @@ def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> Non
     """Count a request refused before or without an upstream reply."""
     router = plan.router.name if plan is not None and plan.router is not None else None
     metrics.observe_request(router, None, None, status, time.perf_counter() - started)
+
+
+def _without_keys(message: str, cfg: GatewayConfig) -> str:
+    """Some providers quote the key they refused in their error: never relay it."""
+    for channel in cfg.channels:
+        for key in channel.keys:
+            if key and key in message:
+                message = message.replace(key, "[redacted key]")
+    return message
 
 
 def _wants_cost(request: Request) -> bool:
