@@ -47,6 +47,7 @@ def _print_problems(source: str, err: ConfigError) -> None:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import uvicorn
+    import uvloop
 
     from tiergate.app import create_app
     from tiergate.defaults import auto_config, new_token, provider_keys
@@ -126,7 +127,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 sim_server.should_exit = True
                 await sim_task
 
-    asyncio.run(run())
+    # uvicorn applies `loop="uvloop"` only in Server.run(); serving through our own
+    # coroutine needs the loop chosen here, or stdlib asyncio silently runs instead.
+    uvloop.run(run())
     return 0
 
 

@@ -181,7 +181,11 @@ class Planner:
         live: dict[str, ModelConfig] = {
             n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
         }
-        ctx = strategies.StrategyContext.build(req, router, headers=headers)
+        # Lazy context: the full-transcript score is computed only if the strategy
+        # asks for it (StrategyContext.gate_score), so its cost is not paid per turn.
+        ctx = strategies.StrategyContext(
+            request=req, router=router, headers=headers, prompt_tokens=approx_prompt_tokens(req)
+        )
         candidates = strategies.build_candidates(router, live, req, ctx.prompt_tokens)
         plan = RoutePlan(
             models=[],
@@ -214,7 +218,7 @@ class Planner:
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
             plan.bandit_x = ctx.bandit_x
 
-        ranked = strategies.rank(router.strategy, candidates, ctx)
+        ranked = self._rank(router, candidates, ctx, state, plan.tier, pin_router)
         if state.pins is not None and ranked:
             plan.pins = state.pins_for(plan.tier)
             if pin_router is not None:
@@ -236,6 +240,29 @@ class Planner:
             )
         plan.models = ranked
         return plan
+
+    def _rank(
+        self,
+        router: RouterConfig,
+        candidates: list[strategies.Candidate],
+        ctx: strategies.StrategyContext,
+        state: StateRead,
+        tier: str,
+        pin_router: str | None,
+    ) -> list[str]:
+        """Candidates best-first by the router's strategy.
+
+        A session pinned inside the candidate set is served by its pin whatever the
+        ranking says, so for gated_adaptive the ranking only orders fallbacks: it
+        then uses `balanced` instead of scoring the whole transcript, keeping the
+        per-turn cost independent of conversation length.
+        """
+        strategy = router.strategy
+        if strategy == "gated_adaptive" and pin_router is not None and state.pins is not None:
+            pinned = state.pins_for(tier).model
+            if pinned is not None and any(c.name == pinned for c in candidates):
+                strategy = "balanced"
+        return strategies.rank(strategy, candidates, ctx)
 
     async def _read_state(
         self,
@@ -395,6 +422,19 @@ class Planner:
             metrics.observe_escalation_event(ev.router, ev.kind, ev.trigger, ev.header)
             if self.recorder is not None:
                 self.recorder.record("audit", audit_row(ev, plan))
+
+
+def approx_prompt_tokens(req: ChatRequest) -> int:
+    """A cheap prompt-size estimate for capability checks (~4 characters a token,
+    the simulator's rule of thumb): one pass over lengths, no tokenizing."""
+    chars = len(req.system_text())
+    for m in req.messages:
+        chars += len(m.text())
+        for tc in m.tool_calls:
+            chars += len(tc.arguments) + len(tc.name)
+    for t in req.tools:
+        chars += len(t.name) + len(t.description) + 64
+    return chars // 4 + 4 * len(req.messages)
 
 
 def feedback_key(workspace_id: str, request_id: str) -> str:

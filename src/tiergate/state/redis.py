@@ -32,7 +32,7 @@ from tiergate.state.base import Incr, StateUnavailable, TransactFn, Write
 
 T = TypeVar("T")
 
-DEFAULT_CONNECT_TIMEOUT = 0.25
+DEFAULT_CONNECT_TIMEOUT = 0.5
 DEFAULT_SOCKET_TIMEOUT = 0.5
 
 #: Server-side conditions that mean "cannot use Redis right now", not "bad call".
@@ -130,7 +130,7 @@ class RedisStore:
         *,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
         socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
-        max_connections: int = 64,
+        max_connections: int = 512,
     ) -> None:
         self.url = url
         self.prefix = key_prefix
