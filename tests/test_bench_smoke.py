@@ -113,6 +113,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "profile_gateway.py",
         "bench_stack.py",
         "report.py",
+        "bench_affinity.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -120,3 +121,15 @@ def test_every_benchmark_has_help(script: str) -> None:
         [sys.executable, str(BENCH / script), "--help"], capture_output=True, timeout=30
     )
     assert proc.returncode == 0 and b"--" in proc.stdout
+
+
+def test_affinity_bench_prints_hit_rate_and_cost_with_and_without() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "bench_affinity.py"), "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "| affinity-off |" in proc.stdout and "| affinity-on |" in proc.stdout
+    assert "affinity saves" in proc.stdout
