@@ -26,6 +26,17 @@ log = logging.getLogger(__name__)
 TABLES = {"usage": usage_table, "audit": audit_table}
 
 
+def _complete(table: str, row: dict[str, Any]) -> dict[str, Any]:
+    """Every column present (absent ones None): one executemany needs uniform rows,
+    and a short row mixed into a batch must never block the rows around it."""
+    columns = TABLES[table].columns
+    out = {c.name: row.get(c.name) for c in columns if c.name != "id"}
+    for c in columns:
+        if out.get(c.name) is None and c.default is not None and c.name != "id":
+            out[c.name] = getattr(c.default, "arg", None)
+    return out
+
+
 class Recorder:
     """Batches rows per table and flushes them to the database in the background."""
 
@@ -101,7 +112,7 @@ class Recorder:
         assert self.engine is not None
         grouped: dict[str, list[dict[str, Any]]] = {}
         for table, row in rows:
-            grouped.setdefault(table, []).append(row)
+            grouped.setdefault(table, []).append(_complete(table, row))
         async with self.engine.begin() as conn:
             for table, items in grouped.items():
                 await conn.execute(TABLES[table].insert(), items)
