@@ -43,7 +43,7 @@ import yaml
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from soak_load import TOKEN, Options, cpu_seconds, drive
-from soak_report import RunFacts, build_report, log_report, print_summary
+from soak_report import RunFacts, build_report, checkout_commit, log_report, print_summary
 
 ROUTER = "coding"
 
@@ -253,6 +253,7 @@ def run(opts: Options) -> dict[str, Any]:
         _require_loopback(url)
     with tempfile.TemporaryDirectory(prefix="tiergate-soak-") as tmp:
         stack = Stack(Path(tmp), opts)
+        commit = checkout_commit()
         try:
             stack.start()
             pids = stack.gateway_pids()
@@ -268,6 +269,7 @@ def run(opts: Options) -> dict[str, Any]:
                 redis_keys=redis_key_count(opts.redis_url, stack.prefix),
                 logs=log_report(Path(tmp)),
                 cpu_seconds=cpu,
+                commit=commit,
             )
             report = build_report(opts, facts)
         finally:
@@ -290,7 +292,15 @@ def parse_args(argv: list[str] | None = None) -> Options:
         "--fault-every",
         type=float,
         default=d.fault_every,
-        help="seconds between injected upstream faults; 0 = none",
+        help="seconds between upstream faults the gateway retries (500, 429, mid-stream "
+        "disconnect); 0 = none",
+    )
+    p.add_argument(
+        "--reject-every",
+        type=float,
+        default=d.reject_every,
+        help="seconds between upstream 400 rejections (client-visible, written by the "
+        "upstream-failure path); 0 = none",
     )
     p.add_argument(
         "--latency-ms",
@@ -323,6 +333,7 @@ def parse_args(argv: list[str] | None = None) -> Options:
         sessions=a.sessions,
         db=a.db,
         fault_every=a.fault_every,
+        reject_every=a.reject_every,
         latency_ms=a.latency_ms,
         rss_limit_mb=a.rss_limit_mb,
         rss_limit_percent=a.rss_limit_percent,
@@ -339,7 +350,9 @@ def main(argv: list[str] | None = None) -> int:
     report = run(opts)
     if opts.out:
         Path(opts.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(opts.out).write_bytes(orjson.dumps(report, option=orjson.OPT_INDENT_2))
+        Path(opts.out).write_bytes(
+            orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_SERIALIZE_NUMPY)
+        )
     print_summary(report)
     return 0 if report["verdict"]["ok"] else 1
 

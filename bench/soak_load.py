@@ -34,6 +34,7 @@ class Options:
     sessions: int = 32
     db: str = "postgres"
     fault_every: float = 20.0
+    reject_every: float = 60.0
     latency_ms: float = 10.0
     tokens_per_second: float = 2000.0
     rss_limit_mb: float = 20.0
@@ -170,6 +171,7 @@ class Load:
     pacer: Pacer
     results: list[Result] = field(default_factory=list)
     faults_armed: int = 0
+    machine_load: list[tuple[float, float]] = field(default_factory=list)  # (t, loadavg 1 min)
     bar: Any = None
 
     async def worker(self, http: aiohttp.ClientSession, rng: random.Random, n: int) -> None:
@@ -211,21 +213,33 @@ class Load:
             if not session.alive:
                 session = new_session(rng, n)
 
-    async def inject_faults(self, sim_url: str, http: aiohttp.ClientSession) -> None:
-        """Arm one OpenAI-upstream fault every `fault_every` seconds, cycling through a
-        500, a 429 and a mid-stream disconnect; each hits exactly one upstream call."""
-        rules = [
-            {"kind": "status", "status": 500, "provider": "openai"},
-            {"kind": "status", "status": 429, "retry_after": 1, "provider": "openai"},
-            {"kind": "disconnect", "after_chunks": 2, "provider": "openai"},
-        ]
+    async def arm_faults(
+        self, sim_url: str, http: aiohttp.ClientSession, every: float, rules: list[dict[str, Any]]
+    ) -> None:
+        """Every `every` seconds arm the next rule (cycling) for one upstream call."""
         i = 0
         while True:
-            await asyncio.sleep(self.opts.fault_every)
-            async with http.post(f"{sim_url}/_sim/faults", json={**rules[i % 3], "count": 1}):
+            await asyncio.sleep(every)
+            async with http.post(
+                f"{sim_url}/_sim/faults", json={**rules[i % len(rules)], "count": 1}
+            ):
                 pass
             self.faults_armed += 1
             i += 1
+
+
+# Retried by the gateway on another key, invisible to the client unless the stream
+# had already started (a disconnect after two chunks reaches the client as an error).
+RETRIED_FAULTS: list[dict[str, Any]] = [
+    {"kind": "status", "status": 500, "provider": "openai"},
+    {"kind": "status", "status": 429, "retry_after": 1, "provider": "openai"},
+    {"kind": "disconnect", "after_chunks": 2, "provider": "openai"},
+]
+# A request the provider rejects (400 is not retried): the client sees an upstream
+# error and the gateway writes its usage row through the upstream-failure path.
+REJECT_FAULTS: list[dict[str, Any]] = [
+    {"kind": "status", "status": 400, "provider": "openai", "message": "Simulated rejection."}
+]
 
 
 def sample_rss(pids: list[int]) -> list[float]:
@@ -267,12 +281,18 @@ async def drive(
 
         async def sampler() -> None:
             while True:
-                rss.append((time.monotonic() - t0, sample_rss(pids)))
+                now = time.monotonic() - t0
+                rss.append((now, sample_rss(pids)))
+                load.machine_load.append((now, os.getloadavg()[0]))  # to read latency by
                 await asyncio.sleep(10)
 
         background = [asyncio.create_task(sampler())]
-        if opts.fault_every > 0:
-            background.append(asyncio.create_task(load.inject_faults(sim_url, http)))
+        for every, rules in (
+            (opts.fault_every, RETRIED_FAULTS),
+            (opts.reject_every, REJECT_FAULTS),
+        ):
+            if every > 0:
+                background.append(asyncio.create_task(load.arm_faults(sim_url, http, every, rules)))
         rng = random.Random(opts.seed)
         workers = [load.worker(http, random.Random(rng.random()), n) for n in range(opts.sessions)]
         await asyncio.gather(*workers)

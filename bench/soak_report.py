@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import signal
+import subprocess
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -18,11 +19,35 @@ import orjson
 from soak_load import Load, Options, Result
 
 
+def checkout_commit() -> str:
+    """The checkout the gateways ran from (with "+dirty" when the tree had changes)."""
+    root = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=root, capture_output=True, text=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no", "src"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    except OSError:
+        return "unknown"
+    return (head or "unknown") + ("+dirty" if dirty else "")
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
 def _pct(values: list[float], q: float) -> float:
     return float(np.percentile(values, q)) * 1000 if values else float("nan")
 
 
-def latency_report(results: list[Result], seconds: float, warmup: float) -> dict[str, Any]:
+def latency_report(
+    results: list[Result], seconds: float, warmup: float, machine_load: list[tuple[float, float]]
+) -> dict[str, Any]:
     """p50/p99 per minute, and drift: p99 of the last 10% of the run (after warm-up)
     against the first 10%. Only good answers count: an error's latency is not load."""
     good = sorted((r for r in results if r.error is None), key=lambda r: r.t)
@@ -37,12 +62,19 @@ def latency_report(results: list[Result], seconds: float, warmup: float) -> dict
         "p50_ms": _pct([r.latency for r in good], 50),
         "p99_ms": _pct([r.latency for r in good], 99),
         "per_minute": [
-            {"minute": m, "n": len(v), "p50_ms": _pct(v, 50), "p99_ms": _pct(v, 99)}
+            {
+                "minute": m,
+                "n": len(v),
+                "p50_ms": _pct(v, 50),
+                "p99_ms": _pct(v, 99),
+                "loadavg": _mean([x for t, x in machine_load if int(t // 60) == m]),
+            }
             for m, v in sorted(minutes.items())
         ],
         "p99_first_10pct_ms": p99_first,
         "p99_last_10pct_ms": p99_last,
         "p99_drift_ratio": p99_last / p99_first if first and last else float("nan"),
+        "p50_drift_ratio": _pct(last, 50) / _pct(first, 50) if first and last else float("nan"),
     }
 
 
@@ -51,12 +83,20 @@ def rss_report(
 ) -> dict[str, Any]:
     """Growth = last sample minus the first one after warm-up; slope by least squares."""
     after = [(t, mb) for t, mb in samples if t >= warmup] or samples[-2:]
-    out: dict[str, Any] = {"warmup_seconds": warmup, "samples": len(samples), "gateways": []}
+    per_minute: dict[int, list[float]] = {}
+    for t, mbs in samples:  # the last sample of each minute: the curve, for a plot
+        per_minute[int(t // 60)] = mbs
+    out: dict[str, Any] = {
+        "warmup_seconds": warmup,
+        "samples": len(samples),
+        "per_minute_mb": [[m, *mbs] for m, mbs in sorted(per_minute.items())],
+        "gateways": [],
+    }
     for i in range(len(samples[0][1])):
         ts = np.array([t for t, _ in after])
         mb = np.array([m[i] for _, m in after])
         growth = float(mb[-1] - mb[0])
-        limit = max(opts.rss_limit_mb, mb[0] * opts.rss_limit_percent / 100)
+        limit = max(opts.rss_limit_mb, float(mb[0]) * opts.rss_limit_percent / 100)
         slope = float(np.polyfit(ts, mb, 1)[0]) * 3600 if len(ts) > 2 else float("nan")
         out["gateways"].append(
             {
@@ -101,6 +141,7 @@ class RunFacts:
     redis_keys: int
     logs: dict[str, int]
     cpu_seconds: dict[str, float]
+    commit: str  # taken before the gateways started: the tree may change meanwhile
 
 
 def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
@@ -115,6 +156,7 @@ def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
     served = sum(expected.values())
     report: dict[str, Any] = {
         "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "commit": f.commit,
         "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} cores, "
         f"Python {platform.python_version()}",
         "options": {k: v for k, v in vars(opts).items() if k not in ("out", "progress")},
@@ -132,7 +174,7 @@ def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
             "faults_armed": load.faults_armed,
             "faults_fired_upstream": sim.get("faults", 0),
         },
-        "latency": latency_report(res, seconds, warmup),
+        "latency": latency_report(res, seconds, warmup, load.machine_load),
         "rss": rss_report(rss, warmup, opts),
         "usage_rows": {
             "served": served,
@@ -178,7 +220,15 @@ def print_summary(rep: dict[str, Any]) -> None:
         (
             "p99 drift",
             f"{lat['p99_first_10pct_ms']:.0f} -> {lat['p99_last_10pct_ms']:.0f} ms "
-            f"(x{lat['p99_drift_ratio']:.2f})",
+            f"(x{lat['p99_drift_ratio']:.2f}; p50 x{lat['p50_drift_ratio']:.2f})",
+        ),
+        (
+            "machine load",
+            "1-min loadavg, start to end: "
+            + " ".join(
+                f"{m['loadavg']:.1f}"
+                for m in lat["per_minute"][:: max(1, len(lat["per_minute"]) // 10)]
+            ),
         ),
     ]
     for i, g in enumerate(rep["rss"]["gateways"]):
