@@ -10,13 +10,16 @@ key disabling) is reported to the distributor on every attempt.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.routing.affinity import ChannelPin
 from tiergate.routing.distributor import Distributor, Target
+
+R = TypeVar("R")
 
 
 @dataclass
@@ -38,6 +41,35 @@ class RetryPolicy:
     budget_seconds: float = 30.0
 
 
+async def _first_success(
+    models: list[str],
+    pin: ChannelPin | None,
+    distributor: Distributor,
+    policy: RetryPolicy,
+    attempt: Callable[[Target], Awaitable[R]],
+) -> tuple[R, Served]:
+    """Run `attempt` on each target in distributor order until one succeeds, within
+    the retry policy; report every outcome to the distributor's health."""
+    start = time.monotonic()
+    last: UpstreamError | None = None
+    n = 0
+    for target in distributor.attempts(models, pin):
+        n += 1
+        try:
+            result = await attempt(target)
+        except UpstreamError as err:
+            last = err
+            _report(distributor, target, err)
+            if not _may_retry(err, n, start, policy):
+                break
+            continue
+        distributor.report_success(target)
+        return result, Served(target, n, fallback=n > 1)
+    if last is None:
+        raise NoUpstream()
+    raise last
+
+
 async def complete(
     req: ChatRequest,
     models: list[str],
@@ -47,24 +79,11 @@ async def complete(
     policy: RetryPolicy,
 ) -> tuple[ChatResponse, Served]:
     """Non-streaming: the first successful attempt, or the last error."""
-    start = time.monotonic()
-    last: UpstreamError | None = None
-    n = 0
-    for target in distributor.attempts(models, pin):
-        n += 1
-        try:
-            resp = await providers[target.channel.config.type].complete(req, target)
-        except UpstreamError as err:
-            last = err
-            _report(distributor, target, err)
-            if not _may_retry(err, n, start, policy):
-                break
-            continue
-        distributor.report_success(target)
-        return resp, Served(target, n, fallback=n > 1)
-    if last is None:
-        raise NoUpstream()
-    raise last
+
+    async def attempt(target: Target) -> ChatResponse:
+        return await providers[target.channel.config.type].complete(req, target)
+
+    return await _first_success(models, pin, distributor, policy, attempt)
 
 
 async def open_stream(
@@ -80,31 +99,16 @@ async def open_stream(
     Returns that first event, the live iterator for the rest, and the target.
     After this point the caller owns the stream and no retry happens.
     """
-    start = time.monotonic()
-    last: UpstreamError | None = None
-    n = 0
-    for target in distributor.attempts(models, pin):
-        n += 1
+
+    async def attempt(target: Target) -> tuple[StreamEvent, AsyncIterator[StreamEvent]]:
         it = providers[target.channel.config.type].stream(req, target).__aiter__()
         try:
-            first = await it.__anext__()
+            return await it.__anext__(), it
         except StopAsyncIteration:
-            last = UpstreamError("malformed", 200, "upstream stream was empty")
-            _report(distributor, target, last)
-            if not _may_retry(last, n, start, policy):
-                break
-            continue
-        except UpstreamError as err:
-            last = err
-            _report(distributor, target, err)
-            if not _may_retry(err, n, start, policy):
-                break
-            continue
-        distributor.report_success(target)
-        return first, it, Served(target, n, fallback=n > 1)
-    if last is None:
-        raise NoUpstream()
-    raise last
+            raise UpstreamError("malformed", 200, "upstream stream was empty") from None
+
+    (first, rest), served = await _first_success(models, pin, distributor, policy, attempt)
+    return first, rest, served
 
 
 def _report(distributor: Distributor, target: Target, err: UpstreamError) -> None:
