@@ -7,9 +7,13 @@ the official sync and async SDK clients against real HTTP.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import shutil
 import socket
+import subprocess
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import uvicorn
@@ -137,3 +141,62 @@ def gateway_config(sim_url: str, **overrides: Any) -> dict[str, Any]:
     }
     cfg.update(overrides)
     return cfg
+
+
+class PrivateRedis:
+    """A throwaway redis-server on a free port, without persistence, that a test can
+    stop (or kill) and restart on the same port. Never the shared 6379 one."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.1):
+                    return
+            except OSError:
+                time.sleep(0.02)
+        raise RuntimeError("private redis-server did not start")
+
+    def stop(self, *, kill: bool = False) -> None:
+        if self.proc is not None:
+            self.proc.kill() if kill else self.proc.terminate()
+            self.proc.wait(timeout=10)
+            self.proc = None
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[PrivateRedis]:
+    """A started PrivateRedis, stopped afterwards (skips when redis-server is missing)."""
+    import pytest
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("redis-server binary not installed")
+    server = PrivateRedis()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -7,16 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from uuid import uuid4
 
 import pytest
 
-from conftest import free_port
+import servers
+from servers import PrivateRedis
 from tiergate import metrics
 from tiergate.routing.affinity import ChannelPin, plan_pin_writes, read_pins, write_pins
 from tiergate.state import RedisStore, ResilientStore, StateUnavailable
@@ -24,55 +22,10 @@ from tiergate.state import RedisStore, ResilientStore, StateUnavailable
 MODEL = "openai/gpt-5-mini"
 
 
-class PrivateRedis:
-    """A throwaway redis-server without persistence, restartable on the same port."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.1):
-                    return
-            except OSError:
-                time.sleep(0.02)
-        raise RuntimeError("private redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=5)
-            self.proc = None
-
-
 @pytest.fixture
 def private_redis() -> Iterator[PrivateRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server binary not installed")
-    server = PrivateRedis()
-    server.start()
-    try:
+    with servers.private_redis() as server:
         yield server
-    finally:
-        server.stop()
 
 
 def _counter(name: str, labels: dict[str, str]) -> float:

@@ -5,17 +5,14 @@ recover, session tiers answer 503 storage unavailable, nothing hangs."""
 from __future__ import annotations
 
 import itertools
-import shutil
-import subprocess
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from servers import TOKEN, ServerThread, free_port, gateway_config
+from servers import TOKEN, PrivateRedis, ServerThread, gateway_config, private_redis
 from tiergate.app import create_app
 from tiergate.config import parse_config
 from tiergate.sim.app import create_sim_app
@@ -25,63 +22,10 @@ SYSTEM = "You are a coding agent in a large repository. " + " ".join(
 )
 
 
-class OwnRedis:
-    """A throwaway redis-server on a free port that the test can stop and start."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.port = free_port()
-        self.tmp = tmp
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "redis-server",
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.tmp),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            out = subprocess.run(
-                ["redis-cli", "-p", str(self.port), "ping"], capture_output=True, text=True
-            )
-            if out.stdout.strip() == "PONG":
-                return
-            time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.kill()
-            self.proc.wait(timeout=10)
-            self.proc = None
-
-
 @pytest.fixture
-def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
-    if shutil.which("redis-server") is None:
-        pytest.skip("redis-server is not installed")
-    r = OwnRedis(tmp_path)
-    r.start()
-    try:
-        yield r
-    finally:
-        r.stop()
+def own_redis() -> Iterator[PrivateRedis]:
+    with private_redis() as server:
+        yield server
 
 
 def _chat(
@@ -103,7 +47,7 @@ def _warm(r: httpx.Response, prev_prompt: int) -> bool:
 
 
 def test_redis_outage_degrades_and_recovers(
-    sim_and_gateway: tuple[ServerThread, ServerThread, OwnRedis],
+    sim_and_gateway: tuple[ServerThread, ServerThread, PrivateRedis],
 ) -> None:
     _, gw, redis_srv = sim_and_gateway
     client = httpx.Client(timeout=10, headers={"authorization": f"Bearer {TOKEN}"})
@@ -127,7 +71,7 @@ def test_redis_outage_degrades_and_recovers(
         prev = r.json()["usage"]["prompt_tokens"]
     assert r.headers["x-orca-session-tier"] == "base"
 
-    redis_srv.stop()
+    redis_srv.stop(kill=True)
     lane = {
         "session_tier": {
             "session": "s",
@@ -158,8 +102,8 @@ def test_redis_outage_degrades_and_recovers(
 
 @pytest.fixture
 def sim_and_gateway(
-    own_redis: OwnRedis, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[tuple[ServerThread, ServerThread, OwnRedis]]:
+    own_redis: PrivateRedis, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[ServerThread, ServerThread, PrivateRedis]]:
     monkeypatch.setenv("SESSION_TIER_MODE", "sticky")
     with ServerThread(create_sim_app()) as sim:
         router = {
