@@ -75,7 +75,7 @@ class DatabaseConfig(_Strict):
 
 
 class WorkspaceConfig(_Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=128)  # fits the usage/audit columns
     tokens: list[str] = Field(default_factory=list)
     escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
     rate_limit_rpm: int | None = Field(None, ge=1)  # requests per minute, all instances
@@ -104,7 +104,7 @@ class ModelConfig(_Strict):
 
 
 class ChannelConfig(_Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=128)  # fits the usage/audit columns
     type: ChannelType
     base_url: str | None = None
     keys: list[str] = Field(default_factory=list)
@@ -147,7 +147,7 @@ class Thresholds(_Strict):
 
 
 class RouterConfig(_Strict):
-    name: str
+    name: str = Field(min_length=1, max_length=128)  # fits the usage/audit columns
     enabled: bool = True  # a disabled router answers 503 router_disabled
     allowed_models: list[str] = Field(default_factory=lambda: ["*"])
     strategy: StrategyName = "balanced"

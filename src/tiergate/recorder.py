@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tiergate.db import audit_table, usage_table
@@ -24,6 +25,34 @@ from tiergate.db import audit_table, usage_table
 log = logging.getLogger(__name__)
 
 TABLES = {"usage": usage_table, "audit": audit_table}
+
+_PERMANENT_TYPES = (
+    sa_exc.DataError,
+    sa_exc.IntegrityError,
+    sa_exc.ProgrammingError,
+    sa_exc.NotSupportedError,
+)
+#: SQLSTATE classes of errors the row itself causes: data (22), integrity (23),
+#: syntax or access rule (42). Others (08 connection, 57 shutdown, ...) are outages.
+_PERMANENT_SQLSTATE_CLASSES = ("22", "23", "42")
+
+
+class RejectedForGood(Exception):
+    """The database refused these rows for a reason retrying will never fix."""
+
+
+def _is_rejected_for_good(err: BaseException) -> bool:
+    if isinstance(err, _PERMANENT_TYPES):
+        return True
+    if not isinstance(err, sa_exc.DBAPIError) or err.connection_invalidated:
+        return False
+    cause: BaseException | None = err.orig
+    while cause is not None:  # drivers wrap: sqlalchemy -> adapter -> asyncpg error
+        state = getattr(cause, "sqlstate", None) or getattr(cause, "pgcode", None)
+        if isinstance(state, str):
+            return state[:2] in _PERMANENT_SQLSTATE_CLASSES
+        cause = cause.__cause__
+    return False
 
 
 def _complete(table: str, row: dict[str, Any]) -> dict[str, Any]:
@@ -57,6 +86,7 @@ class Recorder:
         self._lock = asyncio.Lock()
         self.written = 0
         self.dropped = 0
+        self.rejected = 0
         self.db_healthy = True
 
     def record(self, table: str, row: dict[str, Any]) -> None:
@@ -92,8 +122,15 @@ class Recorder:
             if not rows:
                 return
             try:
-                await self._write(rows)
-            except Exception as err:  # noqa: BLE001 - any DB failure means spool and retry
+                try:
+                    await self._write(rows)
+                except RejectedForGood:
+                    # One bad row (e.g. a value the column cannot hold) must not block
+                    # the rest: write row by row and set aside only what is refused.
+                    # (An outage in the middle of that re-spools the batch: rows may
+                    # then be written twice, never lost.)
+                    rows = await self._write_each(rows)
+            except Exception as err:  # noqa: BLE001 - any other DB failure: spool and retry
                 if self.db_healthy:
                     log.warning(
                         "database unavailable, spooling rows", extra={"error": type(err).__name__}
@@ -108,14 +145,44 @@ class Recorder:
             self.db_healthy = True
             self.written += len(rows)
 
+    async def _write_each(
+        self, rows: list[tuple[str, dict[str, Any]]]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Write rows one at a time; rows the database refuses for good go to the
+        rejected file (kept, never retried). Returns the rows written."""
+        written = []
+        for item in rows:
+            try:
+                await self._write([item])
+            except RejectedForGood as err:
+                self.rejected += 1
+                log.error(
+                    "row rejected by the database",
+                    extra={"table": item[0], "error": type(err).__name__},
+                )
+                self._append_file(self._rejected_path(), [item])
+                continue
+            written.append(item)
+        return written
+
+    def _rejected_path(self) -> Path | None:
+        if self.spool_path is None:
+            return None
+        return self.spool_path.with_name(self.spool_path.name + ".rejected")
+
     async def _write(self, rows: list[tuple[str, dict[str, Any]]]) -> None:
         assert self.engine is not None
         grouped: dict[str, list[dict[str, Any]]] = {}
         for table, row in rows:
             grouped.setdefault(table, []).append(_complete(table, row))
-        async with self.engine.begin() as conn:
-            for table, items in grouped.items():
-                await conn.execute(TABLES[table].insert(), items)
+        try:
+            async with self.engine.begin() as conn:
+                for table, items in grouped.items():
+                    await conn.execute(TABLES[table].insert(), items)
+        except Exception as err:
+            if _is_rejected_for_good(err):
+                raise RejectedForGood(type(err).__name__) from err
+            raise
 
     # ---- the on-disk spool ---------------------------------------------------
 
@@ -133,7 +200,14 @@ class Recorder:
             self.dropped += len(rows)
             log.error("spool full, dropping rows", extra={"rows": len(rows)})
             return
-        with self.spool_path.open("ab") as f:
+        self._append_file(self.spool_path, rows)
+
+    @staticmethod
+    def _append_file(path: Path | None, rows: list[tuple[str, dict[str, Any]]]) -> None:
+        """Append rows as JSON lines and fsync (the spool's kill -9 guarantee)."""
+        if path is None:
+            return
+        with path.open("ab") as f:
             for table, row in rows:
                 f.write(orjson.dumps({"t": table, "r": row}) + b"\n")
             f.flush()
