@@ -26,7 +26,9 @@ import openai
 import pytest
 from starlette.applications import Starlette
 
+from servers import ANTHROPIC_TOOLS as ANTHROPIC_TOOLS
 from servers import TOKEN, ServerThread, gateway_config
+from servers import TOOLS as TOOLS
 from tiergate.app import create_app
 from tiergate.config import GatewayConfig, parse_config
 from tiergate.gateway.auth import TokenTable
@@ -37,31 +39,6 @@ T = TypeVar("T")
 
 TIER_ENV = ("SESSION_TIER_MODE", "SESSION_TIER_TTL_SECONDS")
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file from the workspace",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    }
-]
-ANTHROPIC_TOOLS = [
-    {
-        "name": "read_file",
-        "description": "Read a file from the workspace",
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"],
-        },
-    }
-]
 
 # Approvals the test config can serve: gpt-5-mini (tier 1) is what the
 # `coding` router picks on its own (cheapest); gpt-5 and claude are tier 3.

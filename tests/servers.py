@@ -20,6 +20,33 @@ import uvicorn
 
 TOKEN = "tg-test-token"
 
+#: One read_file tool in each inbound dialect, for tool-loop tests.
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "read_file",
+            "description": "Read a file from the workspace",
+            "parameters": {
+                "type": "object",
+                "properties": {"path": {"type": "string"}},
+                "required": ["path"],
+            },
+        },
+    }
+]
+ANTHROPIC_TOOLS = [
+    {
+        "name": "read_file",
+        "description": "Read a file from the workspace",
+        "input_schema": {
+            "type": "object",
+            "properties": {"path": {"type": "string"}},
+            "required": ["path"],
+        },
+    }
+]
+
 
 def free_port() -> int:
     with socket.socket() as s:

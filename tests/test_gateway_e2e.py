@@ -12,38 +12,13 @@ import httpx
 import openai
 import pytest
 
-from servers import TOKEN, ServerThread, gateway_config
+from servers import ANTHROPIC_TOOLS, TOKEN, TOOLS, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.billing import request_cost
 from tiergate.config import parse_config
 from tiergate.core.model import Usage
 from tiergate.sim.app import create_sim_app
 
-TOOLS = [
-    {
-        "type": "function",
-        "function": {
-            "name": "read_file",
-            "description": "Read a file from the workspace",
-            "parameters": {
-                "type": "object",
-                "properties": {"path": {"type": "string"}},
-                "required": ["path"],
-            },
-        },
-    }
-]
-ANTHROPIC_TOOLS = [
-    {
-        "name": "read_file",
-        "description": "Read a file from the workspace",
-        "input_schema": {
-            "type": "object",
-            "properties": {"path": {"type": "string"}},
-            "required": ["path"],
-        },
-    }
-]
 LONG_SYSTEM = "You are a careful coding agent. " + " ".join(
     f"Rule {i}: keep functions small, name things clearly and test behaviour." for i in range(300)
 )

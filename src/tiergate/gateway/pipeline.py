@@ -193,21 +193,25 @@ class Gateway:
             raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
         return body
 
+    def _dispatch_args(self, ctx: _Ctx) -> tuple[Any, ...]:
+        """What both dispatch paths take: the request, the plan's order, the live
+        distributor and providers, and the retry policy."""
+        return (
+            ctx.req,
+            ctx.plan.models,
+            ctx.plan.channel_pin,
+            self.distributor,
+            self.providers,
+            self.retry,
+        )
+
     # ---- non-streaming -------------------------------------------------------
 
     async def _complete(self, ctx: _Ctx) -> Response:
         ctx.upstream_started = time.perf_counter()
         try:
             resp, served = await _until_disconnect(
-                ctx.request,
-                dispatch.complete(
-                    ctx.req,
-                    ctx.plan.models,
-                    ctx.plan.channel_pin,
-                    self.distributor,
-                    self.providers,
-                    self.retry,
-                ),
+                ctx.request, dispatch.complete(*self._dispatch_args(ctx))
             )
         except (UpstreamError, dispatch.NoUpstream) as err:
             return self._upstream_failed(ctx, err)
@@ -232,14 +236,7 @@ class Gateway:
     async def _stream(self, ctx: _Ctx) -> Response:
         ctx.upstream_started = time.perf_counter()
         try:
-            first, rest, served = await dispatch.open_stream(
-                ctx.req,
-                ctx.plan.models,
-                ctx.plan.channel_pin,
-                self.distributor,
-                self.providers,
-                self.retry,
-            )
+            first, rest, served = await dispatch.open_stream(*self._dispatch_args(ctx))
         except (UpstreamError, dispatch.NoUpstream) as err:
             return self._upstream_failed(ctx, err)
         ctx.headers["x-orca-resolved-model"] = served.target.model
