@@ -77,7 +77,7 @@ class Gateway:
         """
         distributor = rebuild_distributor(cfg, self.distributor, reenabled)
         old = self.planner
-        planner = Planner(cfg, distributor, old.store, old.recorder, old.clock)
+        planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
         self.lanes.tiers.set_revision(policy_revision(cfg))
         self.cfg = cfg
         self.tokens = TokenTable(cfg.workspaces)
@@ -216,7 +216,9 @@ class Gateway:
         except (UpstreamError, dispatch.NoUpstream) as err:
             return self._upstream_failed(ctx, err)
         cost = self._finish(ctx, served.target, resp, served.attempts, 200, stream=False)
-        await self._commit(ctx.plan, Outcome(True, served.target, resp, cost, served.fallback))
+        # the reply does not wait for the state writes; the session's next turn does
+        outcome = Outcome(True, served.target, resp, cost, served.fallback)
+        self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
         if ctx.lane is not None:
             ctx.lane_handed_off = True
             await self.lanes.finalize(
@@ -297,7 +299,7 @@ class Gateway:
             resp = acc.result()
             cost = self._finish(ctx, served.target, resp, served.attempts, status, stream=True)
             outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
-            self._spawn(self._commit(ctx.plan, outcome))
+            self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
             if lane_pending and ctx.lane is not None:
                 self._spawn(
                     self.lanes.finalize(
@@ -446,7 +448,9 @@ class Gateway:
                 "error_type": getattr(err, "kind", "no_upstream"),
             },
         )
-        self._spawn(self._commit(ctx.plan, Outcome(False, status=status)))
+        self.planner.commits.spawn(
+            ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=status))
+        )
         return self.error_response(
             ctx.fmt, GatewayError(status, message, "upstream_error"), headers
         )
@@ -458,7 +462,8 @@ class Gateway:
         return Response(orjson.dumps(body), err.status, headers, media_type=JSON)
 
     async def drain(self) -> None:
-        """Wait for deferred commits still running (graceful shutdown)."""
+        """Wait for deferred commits and other background work (graceful shutdown)."""
+        await self.planner.commits.drain()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
 
@@ -526,17 +531,33 @@ def _wants_cost(request: Request) -> bool:
 
 
 async def _until_disconnect(request: Request, coro: Any) -> Any:
-    """Run `coro`, cancelling it if the client disconnects first (so an abandoned
-    request does not keep an upstream call, and its cost, running)."""
-    work = asyncio.ensure_future(coro)
+    """Run `coro` in this task, cancelling it if the client disconnects first (so an
+    abandoned request does not keep an upstream call, and its cost, running).
+
+    One watcher task instead of two tasks and an asyncio.wait: this is on every
+    non-streaming request.
+    """
+    me = asyncio.current_task()
+    assert me is not None
+    state = {"running": True, "gone": False}
+
+    def on_watch_done(watch: asyncio.Future[None]) -> None:
+        # done callbacks run later on the loop: act only while `coro` still runs
+        if watch.cancelled() or watch.exception() is not None or not state["running"]:
+            return
+        state["gone"] = True
+        me.cancel()
+
     watch = asyncio.ensure_future(_wait_disconnect(request))
+    watch.add_done_callback(on_watch_done)
     try:
-        done, _ = await asyncio.wait({work, watch}, return_when=asyncio.FIRST_COMPLETED)
-        if work in done:
-            return work.result()
-        work.cancel()
-        raise ClientDisconnect()
+        return await coro
+    except asyncio.CancelledError:
+        if state["gone"] and me.uncancel() == 0:
+            raise ClientDisconnect() from None
+        raise
     finally:
+        state["running"] = False
         watch.cancel()
 
 

@@ -22,6 +22,7 @@ from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
 from tiergate.gateway.auth import Workspace
+from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
 from tiergate.recorder import Recorder
@@ -106,6 +107,7 @@ class Planner:
         store: StateStore,
         recorder: Recorder | None = None,
         clock: Callable[[], float] = time.time,
+        commits: SessionCommits | None = None,
     ) -> None:
         self.cfg = cfg
         self.distributor = distributor
@@ -119,6 +121,8 @@ class Planner:
         }
         self.bandits = linucb.BanditStore(store)
         self.shared_state = is_shared_backend(store)
+        # shared with the planner a config reload replaces, so ordering survives it
+        self.commits = commits if commits is not None else SessionCommits()
 
     # ---- deciding (reads only) -----------------------------------------------
 
@@ -136,6 +140,7 @@ class Planner:
         decides the model, so the tier engine is skipped."""
         session = resolve_session_id(headers, body)
         scope = session_scope(workspace.id, session) if session is not None else None
+        await self.commits.settle(scope)  # read-your-writes: the previous turn's commit
         name = router_name(req.model)
         if name is None:
             return await self._plan_concrete(req, session, scope)

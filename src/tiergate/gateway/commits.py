@@ -1,0 +1,74 @@
+"""Deferred commits, ordered per session.
+
+A turn's state writes (pins, tier state, share counters, bandit feedback) need
+the upstream reply but not the client: sending the reply first takes the commit
+round trip off every request's latency. The price would be a race, where a
+client that fires its next turn at once gets it planned on state that does not
+include the previous turn yet. `SessionCommits` closes that race inside a
+process: the session's next turn waits for its predecessor's commit (normally
+long finished) before it reads state. Across a fleet the tier state stays
+consistent anyway (commits are guarded, escalation.commit_escalation); only a
+pin may be a few milliseconds stale there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+SETTLE_TIMEOUT_SECONDS = 2.0
+"""Longest a turn waits for its predecessor's commit. Commits are bounded by the
+state store's own timeouts (0.5 s on Redis), so this only guards against a bug."""
+
+
+class SessionCommits:
+    """Background commit tasks, keyed by session scope (None: no session)."""
+
+    __slots__ = ("_by_scope", "_running")
+
+    def __init__(self) -> None:
+        self._running: set[asyncio.Task[None]] = set()
+        self._by_scope: dict[str, asyncio.Task[None]] = {}
+
+    def spawn(self, scope: str | None, coro: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
+        """Run `coro` in the background; the scope's next `settle` waits for it."""
+        task = asyncio.get_running_loop().create_task(coro)
+        self._running.add(task)
+        if scope is not None:
+            self._by_scope[scope] = task
+        task.add_done_callback(lambda t: self._done(scope, t))
+        return task
+
+    def _done(self, scope: str | None, task: asyncio.Task[None]) -> None:
+        self._running.discard(task)
+        if scope is not None and self._by_scope.get(scope) is task:
+            del self._by_scope[scope]
+        if not task.cancelled() and task.exception() is not None:
+            log.error("deferred commit failed", exc_info=task.exception())
+
+    async def settle(self, scope: str | None) -> None:
+        """Wait until the scope's last commit has landed (no-op when none is running)."""
+        if scope is None:
+            return
+        task = self._by_scope.get(scope)
+        if task is None or task.done():
+            return
+        try:
+            # shield: a cancelled waiter (client gone) must not cancel the commit
+            await asyncio.wait_for(asyncio.shield(task), SETTLE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            log.warning("previous commit still running; planning on current state")
+        except Exception:  # noqa: BLE001 - its failure is logged by _done
+            pass
+
+    def pending(self) -> int:
+        return len(self._running)
+
+    async def drain(self) -> None:
+        """Wait for every commit still running (graceful shutdown)."""
+        if self._running:
+            await asyncio.gather(*self._running, return_exceptions=True)
