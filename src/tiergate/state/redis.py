@@ -1,15 +1,24 @@
 """Redis state backend: shared state for a fleet of gateway processes.
 
 One round trip per call: MGET for get_many, a non-transactional pipeline for
-set_many, small Lua scripts for incr (INCRBYFLOAT + PEXPIRE) and
-compare_and_set, WATCH/MULTI/EXEC with a bounded retry loop for transact.
+set_many, small Lua scripts for incr (INCRBYFLOAT + PEXPIRE), compare_and_set
+and apply_batch, WATCH/MULTI/EXEC with a bounded retry loop for transact.
+
+Two clients. The hot-path operations (get, get_many, set, set_many, delete,
+incr, compare_and_set, apply_batch, ping) go through RespClient (state/resp.py):
+commands pipelined on one connection, hiredis-parsed, several times cheaper in
+CPU than redis-py. transact (WATCH needs a connection of its own) and
+delete_prefix (SCAN) stay on redis-py, as does everything for URLs RespClient
+does not speak (rediss://, unix://, query options).
 
 Timeouts are short on purpose: state here is soft (pins, tier memory, counters)
 and must never stall a request. Every connection failure or timeout surfaces as
-StateUnavailable so callers can degrade; redis-py reconnects by itself on the
-next call once the server is back. Connection retries are limited to one
-immediate retry, which silently replaces a pooled connection that went stale
-while Redis restarted.
+StateUnavailable so callers can degrade, and both clients reconnect by
+themselves on the next call once the server is back. A command is never re-sent
+once written (a re-sent INCRBYFLOAT would double-count): a call in flight when
+the connection breaks fails; redis-py's one immediate retry on connection errors
+only replaces a pooled connection that went stale while Redis restarted.
+Scripts run by EVALSHA fall back to EVAL after a restart or SCRIPT FLUSH.
 """
 
 from __future__ import annotations
@@ -18,35 +27,34 @@ import asyncio
 import math
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import redis.asyncio as aioredis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.commands.core import AsyncScript
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ReadOnlyError, ResponseError, WatchError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from tiergate.config import StateConfig
 from tiergate.state.base import Incr, StateUnavailable, TransactFn, Write
+from tiergate.state.resp import UNAVAILABLE_PREFIXES, Arg, ReplyError, RespClient, Script
 
 T = TypeVar("T")
 
 DEFAULT_CONNECT_TIMEOUT = 0.5
 DEFAULT_SOCKET_TIMEOUT = 0.5
 
-#: Server-side conditions that mean "cannot use Redis right now", not "bad call".
-_UNAVAILABLE_PREFIXES = ("OOM", "MISCONF", "LOADING", "MASTERDOWN", "CLUSTERDOWN", "BUSY")
-
 # KEYS[1] counter; ARGV[1] amount; ARGV[2] ttl in ms or "" to keep the current expiry.
-_INCR_LUA = """
+_INCR = Script.of("""
 local v = redis.call('INCRBYFLOAT', KEYS[1], ARGV[1])
 if ARGV[2] ~= '' then redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 return v
-"""
+""")
 
 # KEYS[1]; ARGV: expected_present ('1'/'0'), expected, write ('set'/'del'), value, ttl ms or ''.
-_CAS_LUA = """
+_CAS = Script.of("""
 local cur = redis.call('GET', KEYS[1])
 if ARGV[1] == '1' then
   if cur ~= ARGV[2] then return 0 end
@@ -61,13 +69,13 @@ else
   redis.call('SET', KEYS[1], ARGV[4])
 end
 return 1
-"""
+""")
 
 
 # One round trip for a whole commit. KEYS: [guard key?], write keys..., incr keys...
 # ARGV: has_guard, expected_present, expected, n_writes, n_incrs, then per write
 # (op 'set'/'del', value, ttl ms or ''), then per incr (amount, ttl ms or '').
-_BATCH_LUA = """
+_BATCH = Script.of("""
 local k, a = 1, 6
 if ARGV[1] == '1' then
   local cur = redis.call('GET', KEYS[1])
@@ -94,7 +102,7 @@ for _ = 1, tonumber(ARGV[5]) do
   k, a = k + 1, a + 2
 end
 return 1
-"""
+""")
 
 
 class TransactionConflict(StateUnavailable):
@@ -115,7 +123,59 @@ def _is_unavailable(err: BaseException) -> bool:
         return True
     if isinstance(err, ReadOnlyError):
         return True
-    return isinstance(err, ResponseError) and str(err).startswith(_UNAVAILABLE_PREFIXES)
+    return isinstance(err, ResponseError) and str(err).startswith(UNAVAILABLE_PREFIXES)
+
+
+class _Wire(Protocol):
+    """What RedisStore's one-round-trip operations need from a client (RespClient's API)."""
+
+    async def call(self, *args: Arg) -> Any: ...
+
+    async def pipeline(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]: ...
+
+    async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any: ...
+
+
+class _RedisPyWire:
+    """The RespClient API on redis-py, for URLs the fast client does not speak
+    (rediss://, unix://, query options). Errors are translated the same way."""
+
+    def __init__(self, client: aioredis.Redis) -> None:
+        self._redis = client
+        self._scripts: dict[str, AsyncScript] = {}
+
+    async def call(self, *args: Arg) -> Any:
+        try:
+            return await self._redis.execute_command(*args)
+        except Exception as err:
+            raise _translate(err, str(args[0])) from err
+
+    async def pipeline(self, commands: Sequence[tuple[Arg, ...]]) -> list[Any]:
+        pipe = self._redis.pipeline(transaction=False)
+        for command in commands:
+            pipe.execute_command(*command)
+        try:
+            return cast("list[Any]", await pipe.execute())
+        except Exception as err:
+            raise _translate(err, "pipeline") from err
+
+    async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        registered = self._scripts.get(script.sha)
+        if registered is None:
+            registered = self._scripts[script.sha] = self._redis.register_script(script.source)
+        try:
+            return await registered(keys=cast("list[Any]", list(keys)), args=list(args))
+        except Exception as err:
+            raise _translate(err, "evalsha") from err
+
+
+def _translate(err: Exception, op: str) -> Exception:
+    """redis-py's exceptions as RespClient raises them: StateUnavailable or ReplyError."""
+    if _is_unavailable(err):
+        return StateUnavailable(f"redis {op}: {type(err).__name__}: {err}")
+    if isinstance(err, ResponseError):
+        return ReplyError(str(err))
+    return err
 
 
 class RedisStore:
@@ -144,9 +204,11 @@ class RedisStore:
             # (the command may have run; a re-sent INCRBYFLOAT would double-count).
             retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
-        self._incr_script = self._redis.register_script(_INCR_LUA)
-        self._cas_script = self._redis.register_script(_CAS_LUA)
-        self._batch_script = self._redis.register_script(_BATCH_LUA)
+        #: The hot path's client: pipelined RESP on one connection (redis:// URLs only).
+        self._fast = RespClient.from_url(
+            url, connect_timeout=connect_timeout, socket_timeout=socket_timeout
+        )
+        self._wire: _Wire = self._fast or _RedisPyWire(self._redis)
 
     @classmethod
     def from_config(cls, cfg: StateConfig) -> RedisStore:
@@ -157,7 +219,7 @@ class RedisStore:
 
     @asynccontextmanager
     async def _guard(self, op: str) -> AsyncIterator[None]:
-        """Translate transport failures into StateUnavailable (never CancelledError)."""
+        """Translate redis-py transport failures into StateUnavailable (never CancelledError)."""
         try:
             yield
         except WatchError:
@@ -170,78 +232,58 @@ class RedisStore:
     # ---- StateStore ----------------------------------------------------------
 
     async def get(self, key: str) -> bytes | None:
-        async with self._guard("get"):
-            return cast("bytes | None", await self._redis.get(self._k(key)))
+        return cast("bytes | None", await self._wire.call("GET", self.prefix + key))
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
         if not keys:
             return []
-        async with self._guard("get_many"):
-            values = await self._redis.mget([self._k(k) for k in keys])
-            return cast("list[bytes | None]", values)
+        prefix = self.prefix
+        values = await self._wire.call("MGET", *[prefix + k for k in keys])
+        return cast("list[bytes | None]", values)
 
     async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
         await self.set_many([Write(key, value, ttl)])
 
     async def set_many(self, writes: Sequence[Write]) -> None:
+        """One write of every command (pipelined, not transactional), one wait for the replies."""
         if not writes:
             return
-        async with self._guard("set_many"):
-            if len(writes) == 1:
-                await self._apply_one(self._redis, writes[0])
-                return
-            pipe = self._redis.pipeline(transaction=False)
-            for w in writes:
-                self._queue_write(pipe, w)
-            await pipe.execute()
+        await self._wire.pipeline([self._write_command(w) for w in writes])
 
-    async def _apply_one(self, client: Any, w: Write) -> None:
+    def _write_command(self, w: Write) -> tuple[Arg, ...]:
+        """The command for one Write. A TTL <= 0 means "already expired": delete."""
         if w.value is None or (w.ttl is not None and w.ttl <= 0):
-            await client.delete(self._k(w.key))
-        else:
-            px = None if w.ttl is None else ttl_ms(w.ttl)
-            await client.set(self._k(w.key), w.value, px=px)
-
-    def _queue_write(self, pipe: Any, w: Write) -> None:
-        """Queue one Write on a pipeline. A TTL <= 0 means "already expired": delete."""
-        if w.value is None or (w.ttl is not None and w.ttl <= 0):
-            pipe.delete(self._k(w.key))
-        else:
-            pipe.set(self._k(w.key), w.value, px=None if w.ttl is None else ttl_ms(w.ttl))
+            return ("DEL", self._k(w.key))
+        if w.ttl is None:
+            return ("SET", self._k(w.key), w.value)
+        return ("SET", self._k(w.key), w.value, "PX", ttl_ms(w.ttl))
 
     async def delete(self, key: str) -> None:
-        async with self._guard("delete"):
-            await self._redis.delete(self._k(key))
+        await self._wire.call("DEL", self._k(key))
 
     async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
         """INCRBYFLOAT + PEXPIRE atomically; ttl None keeps the current expiry."""
         if ttl is not None and ttl <= 0:
             raise ValueError("incr ttl must be positive or None")
-        async with self._guard("incr"):
-            try:
-                raw = await self._incr_script(
-                    keys=[self._k(key)],
-                    args=[repr(float(amount)), "" if ttl is None else ttl_ms(ttl)],
-                )
-            except ResponseError as err:
-                if _is_unavailable(err):
-                    raise
-                raise ValueError(f"incr {key!r}: {err}") from None
-            return float(raw)
+        args: list[Arg] = [repr(float(amount)), "" if ttl is None else ttl_ms(ttl)]
+        try:
+            raw = await self._wire.evalsha(_INCR, [self._k(key)], args)
+        except ReplyError as err:
+            raise ValueError(f"incr {key!r}: {err}") from None
+        return float(raw)
 
     async def compare_and_set(
         self, key: str, expected: bytes | None, value: bytes | None, ttl: float | None = None
     ) -> bool:
         deleting = value is None or (ttl is not None and ttl <= 0)
-        args: list[bytes | str | int] = [
+        args: list[Arg] = [
             "0" if expected is None else "1",
             b"" if expected is None else expected,
             "del" if deleting else "set",
             b"" if value is None else value,
             "" if deleting or ttl is None else ttl_ms(ttl),
         ]
-        async with self._guard("compare_and_set"):
-            return bool(await self._cas_script(keys=[self._k(key)], args=args))
+        return bool(await self._wire.evalsha(_CAS, [self._k(key)], args))
 
     async def transact(self, keys: Sequence[str], fn: TransactFn[T], retries: int = 16) -> T:
         """WATCH the keys, read them, run `fn`, EXEC its writes; re-run on conflict.
@@ -263,7 +305,7 @@ class RedisStore:
                         return result
                     pipe.multi()
                     for w in writes:
-                        self._queue_write(pipe, w)
+                        pipe.execute_command(*self._write_command(w))
                     await pipe.execute()
                     return result
                 except WatchError:
@@ -279,8 +321,8 @@ class RedisStore:
         """One EVALSHA: the guard check, every write and every increment, atomically."""
         if not writes and not incrs and guard is None:
             return True
-        keys: list[str] = []
-        args: list[bytes | str | int] = []
+        keys: list[Arg] = []
+        args: list[Arg] = []
         if guard is not None:
             keys.append(self._k(guard[0]))
             args += ["1", "0" if guard[1] is None else "1", guard[1] or b""]
@@ -298,23 +340,23 @@ class RedisStore:
                 raise ValueError("incr ttl must be positive or None")
             keys.append(self._k(inc.key))
             args += [repr(float(inc.amount)), "" if inc.ttl is None else ttl_ms(inc.ttl)]
-        async with self._guard("apply_batch"):
-            try:
-                return bool(await self._batch_script(keys=keys, args=args))
-            except ResponseError as err:
-                if _is_unavailable(err):
-                    raise
-                raise ValueError(f"apply_batch: {err}") from None
+        try:
+            return bool(await self._wire.evalsha(_BATCH, keys, args))
+        except ReplyError as err:
+            raise ValueError(f"apply_batch: {err}") from None
 
     async def ping(self) -> bool:
         """True when Redis answers; False (not an exception) when it cannot be reached."""
         try:
-            async with self._guard("ping"):
-                return bool(await self._redis.ping())
+            await self._wire.call("PING")
         except StateUnavailable:
             return False
+        return True
 
     async def close(self) -> None:
+        """Close both clients (the fast one and redis-py's pool)."""
+        if self._fast is not None:
+            await self._fast.close()
         await self._redis.aclose()
 
     async def delete_prefix(self) -> int:
