@@ -73,7 +73,11 @@ class Message:
 
     def text(self) -> str:
         """All text parts joined, the form the scorers and strike producers read."""
-        return "".join(p.text for p in self.content if isinstance(p, TextPart))
+        content = self.content
+        if len(content) == 1:  # the common case, without a join: called per message
+            part = content[0]
+            return part.text if isinstance(part, TextPart) else ""
+        return "".join(p.text for p in content if isinstance(p, TextPart))
 
 
 @dataclass(slots=True)
