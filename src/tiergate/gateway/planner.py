@@ -39,6 +39,7 @@ from tiergate.routing.session import SessionId, resolve_session_id, session_scop
 from tiergate.routing.strikes import request_strikes, response_strikes
 from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
+from tiergate.routing.transcript import TranscriptCache
 from tiergate.state import StateStore, is_shared_backend
 from tiergate.state.base import StateUnavailable, Write
 
@@ -120,6 +121,7 @@ class Planner:
             r.name: resolve_tier_pools(r, exposed) for r in cfg.routers
         }
         self.bandits = linucb.BanditStore(store)
+        self.transcripts = TranscriptCache()
         self.shared_state = is_shared_backend(store)
         # shared with the planner a config reload replaces, so ordering survives it
         self.commits = commits if commits is not None else SessionCommits()
@@ -186,12 +188,20 @@ class Planner:
         live: dict[str, ModelConfig] = {
             n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
         }
-        # Lazy context: the full-transcript score is computed only if the strategy
-        # asks for it (StrategyContext.gate_score), so its cost is not paid per turn.
+        # Whole-transcript facts come from the session's running summary (only the
+        # messages appended since its last turn are read), and the full-transcript
+        # score is computed only if the strategy asks for it (StrategyContext).
+        transcript = self.transcripts.summarize(scope, req)
         ctx = strategies.StrategyContext(
-            request=req, router=router, headers=headers, prompt_tokens=approx_prompt_tokens(req)
+            request=req,
+            router=router,
+            headers=headers,
+            prompt_tokens=transcript.prompt_tokens(req),
+            transcript=transcript,
         )
-        candidates = strategies.build_candidates(router, live, req, ctx.prompt_tokens)
+        candidates = strategies.build_candidates(
+            router, live, req, ctx.prompt_tokens, transcript.images
+        )
         plan = RoutePlan(
             models=[],
             router=router,
@@ -219,9 +229,8 @@ class Planner:
             candidates = narrowed or candidates
 
         if router.strategy == "linucb":
-            ctx.bandit_x = linucb.context_vector_for(req, ctx.features, ctx.agent)
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
-            plan.bandit_x = ctx.bandit_x
+            plan.bandit_x = ctx.bandit_context()
 
         ranked = self._rank(router, candidates, ctx, state, plan.tier, pin_router)
         if state.pins is not None and ranked:

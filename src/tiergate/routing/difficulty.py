@@ -413,13 +413,20 @@ def clear_scan_memo() -> None:
     _scan_memo.clear()
 
 
-class _Tally:
-    """Sums text counts over one linear pass of a request's texts."""
+class Tally:
+    """Sums text counts over one linear pass of a request's texts (or, in
+    routing.transcript, over a session's messages so far)."""
 
     __slots__ = ("code", "cues", "math", "scanned", "tokens")
 
     def __init__(self) -> None:
         self.tokens = self.scanned = self.cues = self.code = self.math = 0
+
+    def copy(self) -> Tally:
+        other = Tally()
+        other.tokens, other.scanned = self.tokens, self.scanned
+        other.cues, other.code, other.math = self.cues, self.code, self.math
+        return other
 
     def add(self, text: str) -> None:
         if not text:
@@ -450,7 +457,7 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
     Tool-call arguments count (they are prompt text the model re-reads); tool
     schemas count only by name and description, a cheap stand-in for their size.
     """
-    tally = _Tally()
+    tally = Tally()
     system = req.system_text()
     tally.tokens += count_tokens(system)
     for spec in req.tools:
@@ -491,7 +498,7 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
     HasTools keeps its meaning (the request declares tools, or the turn carries
     tool results), matching the report's 0.90 theoretical delta maximum.
     """
-    tally = _Tally()
+    tally = Tally()
     has_tools = bool(req.tools)
     for m in latest_turn(req):
         tally.add(m.text())

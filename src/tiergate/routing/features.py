@@ -87,15 +87,21 @@ def agent_state(req: ChatRequest) -> AgentState:
             calls += 1
             tools.add(call.name)
             files.update(edited_paths(call))
-    latest = latest_turn(req)
+    tests_failed, tool_errors = latest_agent_facts(req)
     return AgentState(
         turns=turns,
         tools_used=frozenset(tools),
         files_edited=frozenset(files),
         tool_calls=calls,
-        tests_failed=tests_just_failed(latest),
-        tool_errors=sum(1 for m in latest if m.role == "tool" and m.is_error),
+        tests_failed=tests_failed,
+        tool_errors=tool_errors,
     )
+
+
+def latest_agent_facts(req: ChatRequest) -> tuple[bool, int]:
+    """(tests just failed, tool errors) of the latest turn: the non-cumulative fields."""
+    latest = latest_turn(req)
+    return tests_just_failed(latest), sum(1 for m in latest if m.role == "tool" and m.is_error)
 
 
 def tests_just_failed(turn: list[Message]) -> bool:

@@ -87,6 +87,7 @@ def context_vector_for(
     req: ChatRequest,
     full: DifficultyFeatures | None = None,
     agent: AgentState | None = None,
+    has_images: bool | None = None,
 ) -> np.ndarray:
     """The context vector of a request, computing whatever was not passed in."""
     full = full or _full_features(req)
@@ -94,7 +95,7 @@ def context_vector_for(
     return context_vector(
         full,
         delta=delta_score(req),
-        has_images=req.has_images(),
+        has_images=req.has_images() if has_images is None else has_images,
         wants_json=req.wants_json(),
         turns=agent.turns,
         failing=agent.tests_failed or agent.tool_errors > 0,

@@ -26,13 +26,14 @@ from tiergate.config import ModelConfig, RouterConfig, Thresholds
 from tiergate.core.model import ChatRequest
 from tiergate.routing import dsl, linucb
 from tiergate.routing.difficulty import DifficultyFeatures, full_transcript_features, score
-from tiergate.routing.features import AgentState
+from tiergate.routing.features import AgentState, agent_state
 from tiergate.routing.tiers import (
     PoolReferenceError,
     TierPools,
     expand_model_refs,
     resolve_tier_pools,
 )
+from tiergate.routing.transcript import TranscriptSummary
 
 Band = Literal["weak", "mid", "strong"]
 Tier = Literal["base", "strong"]
@@ -92,6 +93,8 @@ class StrategyContext:
     `difficulty` field); when None it is the full-transcript score, the
     distribution the gated_adaptive thresholds were tuned on (report §6.2).
     `bandit_x` overrides the bandit context vector (linucb.context_vector_for).
+    `transcript`, when given, supplies the whole-transcript facts from the session's
+    running summary instead of a pass over every message (routing.transcript).
     """
 
     request: ChatRequest
@@ -104,14 +107,44 @@ class StrategyContext:
     bandit_arms: Mapping[str, linucb.LinUCBArm] | None = None
     bandit_x: np.ndarray | None = None
     rules: Sequence[dsl.Rule] | None = None
+    transcript: TranscriptSummary | None = None
+
+    def full_features(self) -> DifficultyFeatures:
+        """`features`, or the full-transcript features computed once."""
+        if self.features is None:
+            if self.transcript is not None:
+                self.features = self.transcript.features(self.request)
+            else:
+                self.features = full_transcript_features(self.request)
+        return self.features
 
     def gate_score(self) -> float:
         """`score`, or the full-transcript score computed once when none was given."""
         if self.score is None:
-            if self.features is None:
-                self.features = full_transcript_features(self.request)
-            self.score = score(self.features)
+            self.score = score(self.full_features())
         return self.score
+
+    def agent_state(self) -> AgentState:
+        """`agent`, or the request's agent state computed once."""
+        if self.agent is None:
+            if self.transcript is not None:
+                self.agent = self.transcript.agent_state(self.request)
+            else:
+                self.agent = agent_state(self.request)
+        return self.agent
+
+    def has_images(self) -> bool:
+        if self.transcript is not None:
+            return self.transcript.images
+        return self.request.has_images()
+
+    def bandit_context(self) -> np.ndarray:
+        """The bandit's context vector for this request (`bandit_x` when given)."""
+        if self.bandit_x is None:
+            self.bandit_x = linucb.context_vector_for(
+                self.request, self.full_features(), self.agent_state(), self.has_images()
+            )
+        return self.bandit_x
 
     @classmethod
     def build(
@@ -144,13 +177,18 @@ def allowed(router: RouterConfig, name: str) -> bool:
     return any(fnmatch.fnmatchcase(name, pattern) for pattern in router.allowed_models)
 
 
-def capable(model: ModelConfig, req: ChatRequest, prompt_tokens: int) -> bool:
-    """The model can serve this request: tools, images, JSON mode, context window."""
+def capable(
+    model: ModelConfig, req: ChatRequest, prompt_tokens: int, has_images: bool | None = None
+) -> bool:
+    """The model can serve this request: tools, images, JSON mode, context window.
+
+    `has_images` saves a pass over the messages when the caller already knows.
+    """
     if req.tools and not model.supports_tools:
         return False
     if req.wants_json() and not model.supports_json:
         return False
-    if not model.supports_vision and req.has_images():
+    if not model.supports_vision and (req.has_images() if has_images is None else has_images):
         return False
     return prompt_tokens + (req.max_tokens or 0) <= model.context_window
 
@@ -160,12 +198,13 @@ def build_candidates(
     models: Mapping[str, ModelConfig],
     req: ChatRequest,
     prompt_tokens: int,
+    has_images: bool | None = None,
 ) -> list[Candidate]:
     """Allowed and capable models, in `models` order."""
     return [
         Candidate(name, m)
         for name, m in models.items()
-        if allowed(router, name) and capable(m, req, prompt_tokens)
+        if allowed(router, name) and capable(m, req, prompt_tokens, has_images)
     ]
 
 
@@ -295,9 +334,7 @@ def _gated_adaptive(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
 
 def _linucb(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
     """Highest UCB first; unseen arms start fresh. Ties keep balanced order."""
-    x = ctx.bandit_x
-    if x is None:
-        x = linucb.context_vector_for(ctx.request, ctx.features, ctx.agent)
+    x = ctx.bandit_context()
     arms = ctx.bandit_arms or {}
     fresh = linucb.LinUCBArm.fresh(x.shape[0])
     alpha = ctx.router.linucb_alpha
@@ -337,7 +374,8 @@ def _dsl(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
         ctx.headers,
         score=ctx.score,  # None: computed only if a rule reads `difficulty`
         prompt_tokens=ctx.prompt_tokens or None,
-        agent=ctx.agent,
+        # from the session summary it is cheap; otherwise only if a rule reads it
+        agent=ctx.agent_state() if ctx.transcript is not None else ctx.agent,
     )
     names = [c.name for c in cands]
     chosen: list[str] = []

@@ -1,0 +1,159 @@
+"""Whole-transcript facts, kept per session so each turn pays only for its new messages.
+
+Agents resend the whole conversation on every call. The full-transcript score,
+the agent state (turns, tools used, files edited), the prompt-size estimate and
+"does it carry images" are all sums or unions over the messages, so a session's
+next request can extend the previous request's summary with the messages
+appended since, instead of walking 400 messages again (issue 9: deciding cost
+independent of transcript length beyond parsing the body).
+
+A summary is reused only when the new request still starts with the summarised
+prefix: same message count or more, and the same first message and the same
+last summarised message (role, text, tool-call ids). A client that compacts or
+rewrites its history fails that check and is summarised from scratch. Editing a
+message strictly inside the prefix while keeping both ends is not detected; the
+summary then lags until the prefix check fails, which only shifts a heuristic
+score. Everything here is pure except `TranscriptCache`, an in-process bounded
+map (like the scan memo in routing.difficulty); a miss only costs a full pass.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+
+from tiergate.core.model import ChatRequest, ImagePart, Message
+from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
+from tiergate.routing.features import AgentState, edited_paths, latest_agent_facts
+
+
+def fingerprint(m: Message) -> int:
+    """A message's identity for the prefix check (hashes, so O(1) after the first)."""
+    return hash((m.role, m.text(), m.tool_call_id, tuple(c.id for c in m.tool_calls)))
+
+
+@dataclass(slots=True)
+class TranscriptSummary:
+    """Sums and unions over `messages[:count]` of one conversation."""
+
+    count: int = 0
+    first: int = 0
+    last: int = 0
+    tally: Tally = field(default_factory=Tally)
+    tool_messages: bool = False  # tool calls or tool results present (HasTools)
+    chars: int = 0  # text + tool-call name/arguments characters (prompt estimate)
+    images: bool = False
+    user_turns: int = 0
+    last_role: str | None = None
+    tools_used: set[str] = field(default_factory=set)
+    files_edited: set[str] = field(default_factory=set)
+    tool_calls: int = 0
+
+    def copy(self) -> TranscriptSummary:
+        return TranscriptSummary(
+            self.count,
+            self.first,
+            self.last,
+            self.tally.copy(),
+            self.tool_messages,
+            self.chars,
+            self.images,
+            self.user_turns,
+            self.last_role,
+            set(self.tools_used),
+            set(self.files_edited),
+            self.tool_calls,
+        )
+
+    def extends(self, req: ChatRequest) -> bool:
+        """Whether `req` starts with the messages this summary covers."""
+        msgs = req.messages
+        n = self.count
+        return (
+            0 < n <= len(msgs)
+            and fingerprint(msgs[n - 1]) == self.last
+            and fingerprint(msgs[0]) == self.first
+        )
+
+    def add(self, m: Message) -> None:
+        text = m.text()
+        self.tally.add(text)
+        self.chars += len(text)
+        if m.role == "user" and self.last_role != "user":
+            self.user_turns += 1
+        self.last_role = m.role
+        if m.role == "tool":
+            self.tool_messages = True
+        for call in m.tool_calls:
+            self.tally.add(call.arguments)
+            self.chars += len(call.arguments) + len(call.name)
+            self.tool_messages = True
+            self.tool_calls += 1
+            self.tools_used.add(call.name)
+            self.files_edited.update(edited_paths(call))
+        if not self.images:
+            self.images = any(isinstance(p, ImagePart) for p in m.content)
+
+    # ---- what the deciders read ----------------------------------------------------
+
+    def features(self, req: ChatRequest) -> DifficultyFeatures:
+        """Equal to difficulty.full_transcript_features(req)."""
+        system = req.system_text()
+        tally = self.tally.copy()
+        tally.tokens += count_tokens(system)
+        for spec in req.tools:
+            tally.tokens += count_tokens(spec.name) + count_tokens(spec.description)
+        return tally.features(len(system), bool(req.tools) or self.tool_messages)
+
+    def agent_state(self, req: ChatRequest) -> AgentState:
+        """Equal to features.agent_state(req)."""
+        tests_failed, tool_errors = latest_agent_facts(req)
+        return AgentState(
+            turns=self.user_turns,
+            tools_used=frozenset(self.tools_used),
+            files_edited=frozenset(self.files_edited),
+            tool_calls=self.tool_calls,
+            tests_failed=tests_failed,
+            tool_errors=tool_errors,
+        )
+
+    def prompt_tokens(self, req: ChatRequest) -> int:
+        """Equal to planner.approx_prompt_tokens(req): ~4 characters a token."""
+        chars = self.chars + len(req.system_text())
+        for t in req.tools:
+            chars += len(t.name) + len(t.description) + 64
+        return chars // 4 + 4 * len(req.messages)
+
+
+def summarize(req: ChatRequest, previous: TranscriptSummary | None = None) -> TranscriptSummary:
+    """The summary of `req`, extending `previous` when `req` continues it."""
+    msgs = req.messages
+    if previous is not None and previous.extends(req):
+        summary = previous.copy()
+    else:
+        summary = TranscriptSummary()
+    for m in msgs[summary.count :]:
+        summary.add(m)
+    summary.count = len(msgs)
+    if msgs:
+        summary.first = fingerprint(msgs[0])
+        summary.last = fingerprint(msgs[-1])
+    return summary
+
+
+class TranscriptCache:
+    """The last summary of each session, bounded; the oldest sessions go first."""
+
+    def __init__(self, limit: int = 50_000) -> None:
+        self.limit = limit
+        self._by_session: dict[str, TranscriptSummary] = {}
+
+    def summarize(self, session: str | None, req: ChatRequest) -> TranscriptSummary:
+        if session is None:
+            return summarize(req)
+        summary = summarize(req, self._by_session.pop(session, None))
+        if len(self._by_session) >= self.limit:
+            with contextlib.suppress(StopIteration, RuntimeError):
+                self._by_session.pop(next(iter(self._by_session)), None)
+        self._by_session[session] = summary  # re-inserted: most recently used last
+        return summary

@@ -1,0 +1,163 @@
+"""The session transcript summary equals a full pass over the messages, turn after
+turn, and starts over when the history is rewritten."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiergate.core.model import ChatRequest, ImagePart, Message, TextPart, ToolCall, ToolSpec
+from tiergate.gateway.planner import approx_prompt_tokens
+from tiergate.routing.difficulty import full_transcript_features
+from tiergate.routing.features import agent_state
+from tiergate.routing.transcript import TranscriptCache, TranscriptSummary, summarize
+
+WORDS = [
+    "why",
+    "explain",
+    "def",
+    "return",
+    "x = y + 1",
+    "FAILED tests/test_a.py::test_b",
+    "Traceback (most recent call last):",
+    "∑",
+    "integral",
+    "ok",
+    "the",
+    "fmt.Println(err)",
+    "\n",
+    "{",
+    "}",
+]
+
+texts = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
+tool_calls = st.builds(
+    ToolCall,
+    id=st.uuids().map(lambda u: u.hex[:8]),
+    name=st.sampled_from(["read_file", "edit_file", "run_command", "apply_patch", "Write"]),
+    arguments=st.sampled_from(
+        [
+            '{"path": "a.py"}',
+            '{"file_path": "pkg/b.go", "content": "x"}',
+            '{"cmd": "go test ./..."}',
+            '{"command": "sed -i s/a/b/ c.py"}',
+            '{"patch": "*** Update File: d.py\\n+x"}',
+            "not json",
+        ]
+    ),
+)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> Message:
+    role = draw(st.sampled_from(["user", "assistant", "tool"]))
+    parts: list[TextPart | ImagePart] = [TextPart(draw(texts))]
+    if role == "user" and draw(st.integers(0, 9)) == 0:
+        parts.append(ImagePart(url="https://example.com/a.png"))
+    if draw(st.booleans()):
+        parts.append(TextPart(draw(texts)))
+    calls = draw(st.lists(tool_calls, max_size=2)) if role == "assistant" else []
+    return Message(
+        role,
+        content=parts,
+        tool_calls=calls,
+        tool_call_id="c1" if role == "tool" else None,
+        is_error=role == "tool" and draw(st.booleans()),
+    )
+
+
+def request(msgs: list[Message], tools: bool = True) -> ChatRequest:
+    return ChatRequest(
+        model="router/agent",
+        messages=msgs,
+        system=[TextPart("You are a coding agent. Explain why.")],
+        tools=[ToolSpec("read_file", "Read a file")] if tools else [],
+    )
+
+
+def assert_equal_to_full_pass(summary: TranscriptSummary, req: ChatRequest) -> None:
+    assert summary.count == len(req.messages)
+    assert summary.features(req) == full_transcript_features(req)
+    assert summary.agent_state(req) == agent_state(req)
+    assert summary.prompt_tokens(req) == approx_prompt_tokens(req)
+    assert summary.images == req.has_images()
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(messages(), min_size=1, max_size=30), st.lists(st.integers(1, 4)), st.booleans())
+def test_growing_conversation_matches_a_full_pass(
+    msgs: list[Message], steps: list[int], tools: bool
+) -> None:
+    summary: TranscriptSummary | None = None
+    end = 0
+    for step in [*steps, len(msgs)]:
+        end = min(len(msgs), end + step)
+        req = request(msgs[:end], tools)
+        summary = summarize(req, summary)
+        assert_equal_to_full_pass(summary, req)
+        if end == len(msgs):
+            break
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(messages(), min_size=2, max_size=20),
+    st.lists(messages(), min_size=1, max_size=20),
+)
+def test_rewritten_history_is_summarised_from_scratch(
+    first: list[Message], rewritten: list[Message]
+) -> None:
+    before = summarize(request(first))
+    after_req = request(rewritten)
+    assert_equal_to_full_pass(summarize(after_req, before), after_req)
+
+
+def test_summary_is_not_mutated_by_extending_it() -> None:
+    msgs = [Message("user", [TextPart("fix the bug")])]
+    base = summarize(request(msgs))
+    call = ToolCall("c1", "edit_file", '{"path": "a.py"}')
+    longer = [*msgs, Message("assistant", tool_calls=[call])]
+    summarize(request(longer), base)
+    assert base.count == 1 and base.files_edited == set() and base.tool_calls == 0
+
+
+def test_compaction_that_keeps_the_count_is_detected() -> None:
+    msgs = [Message("user", [TextPart(f"step {i}")]) for i in range(5)]
+    base = summarize(request(msgs))
+    compacted = [Message("user", [TextPart("summary of earlier work")]), *msgs[1:]]
+    req = request(compacted)
+    assert_equal_to_full_pass(summarize(req, base), req)
+
+
+def test_cache_extends_per_session_and_stays_bounded() -> None:
+    cache = TranscriptCache(limit=3)
+    msgs = [Message("user", [TextPart("why does it fail")])]
+    for i in range(5):
+        msgs = [*msgs, Message("assistant", [TextPart(f"answer {i}")])]
+        for session in ("a", "b", "c", "d"):
+            req = request(msgs)
+            assert_equal_to_full_pass(cache.summarize(session, req), req)
+    assert len(cache._by_session) == 3
+    assert cache.summarize(None, request(msgs)).count == len(msgs)
+
+
+def test_a_deep_turn_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The point of the summary: turn 400 reads the two new messages, not 800."""
+    history = [Message("user", [TextPart("The pool drops jobs. Find out why.")])]
+    for i in range(400):
+        call = ToolCall(f"c{i}", "run_command", f'{{"cmd": "go test ./pkg/{i}"}}')
+        history += [
+            Message("assistant", tool_calls=[call]),
+            Message("tool", [TextPart(f"ok pkg/{i} 0.01s\n" * 8)], tool_call_id=f"c{i}"),
+        ]
+    cache = TranscriptCache()
+    cache.summarize("s", request(history[:-2]))
+    read: list[Message] = []
+    original = TranscriptSummary.add
+    monkeypatch.setattr(
+        TranscriptSummary, "add", lambda self, m: (read.append(m), original(self, m))
+    )
+    req = request(history)
+    assert_equal_to_full_pass(cache.summarize("s", req), req)
+    assert read == history[-2:]
