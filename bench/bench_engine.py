@@ -113,30 +113,44 @@ class CountingStore:
 
 
 class WireCounter:
-    """Counts Redis round trips: every send_packed_command is one request/reply exchange."""
+    """Counts Redis round trips on both clients RedisStore uses: every redis-py
+    send_packed_command, and every send of the hot-path RESP client (state/resp.py),
+    is one request/reply exchange (a pipeline or a batch script is one)."""
 
     def __init__(self) -> None:
         self.count = 0
         self._orig: Any = None
+        self._orig_send: Any = None
 
     def install(self) -> None:
         from redis.asyncio.connection import AbstractConnection
 
+        from tiergate.state.resp import _Connection
+
         orig = AbstractConnection.send_packed_command
+        orig_send = _Connection.send
         counter = self
 
         async def counted(conn: Any, *args: Any, **kwargs: Any) -> Any:
             counter.count += 1
             return await orig(conn, *args, **kwargs)
 
-        self._orig = orig
+        def counted_send(conn: Any, payload: bytes, replies: int) -> Any:
+            counter.count += 1
+            return orig_send(conn, payload, replies)
+
+        self._orig, self._orig_send = orig, orig_send
         AbstractConnection.send_packed_command = counted  # type: ignore[method-assign,assignment]
+        _Connection.send = counted_send  # type: ignore[method-assign]
 
     def uninstall(self) -> None:
         if self._orig is not None:
             from redis.asyncio.connection import AbstractConnection
 
+            from tiergate.state.resp import _Connection
+
             AbstractConnection.send_packed_command = self._orig  # type: ignore[method-assign]
+            _Connection.send = self._orig_send  # type: ignore[method-assign]
 
 
 # ---- the engine under test ----------------------------------------------------------

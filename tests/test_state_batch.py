@@ -39,14 +39,14 @@ async def test_guard_on_an_absent_key(any_store: StateStore) -> None:
 
 async def test_batch_is_one_round_trip_on_redis(redis_store: RedisStore) -> None:
     calls = 0
-    real = redis_store._redis.evalsha
+    real = redis_store._wire.evalsha
 
     async def counting(*a: object, **kw: object) -> object:
         nonlocal calls
         calls += 1
         return await real(*a, **kw)  # type: ignore[arg-type]
 
-    redis_store._redis.evalsha = counting  # type: ignore[method-assign]
+    redis_store._wire.evalsha = counting  # type: ignore[method-assign]
     await redis_store.apply_batch(
         [Write(f"w{i}", b"x", 30) for i in range(5)],
         [Incr(f"i{i}", 1.0, 30) for i in range(5)],

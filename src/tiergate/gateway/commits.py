@@ -2,13 +2,16 @@
 
 A turn's state writes (pins, tier state, share counters, bandit feedback) need
 the upstream reply but not the client: sending the reply first takes the commit
-round trip off every request's latency. The price would be a race, where a
-client that fires its next turn at once gets it planned on state that does not
-include the previous turn yet. `SessionCommits` closes that race inside a
-process: the session's next turn waits for its predecessor's commit (normally
-long finished) before it reads state. Across a fleet the tier state stays
-consistent anyway (commits are guarded, escalation.commit_escalation); only a
-pin may be a few milliseconds stale there.
+off the request's latency. The price would be a race, where a client that fires
+its next turn at once gets it planned on state that does not include the
+previous turn yet. `SessionCommits` closes that race inside a process: the
+session's next turn waits for its predecessor's commit (normally long finished)
+before it reads state.
+
+It cannot close it across processes, so the pipeline defers a non-streaming
+commit only on a single-process store (memory); on Redis, where the next turn
+may land on another gateway, the reply waits for the commit. Streamed replies
+commit as the stream ends, in both cases.
 """
 
 from __future__ import annotations

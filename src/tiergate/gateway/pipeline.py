@@ -216,9 +216,15 @@ class Gateway:
         except (UpstreamError, dispatch.NoUpstream) as err:
             return self._upstream_failed(ctx, err)
         cost = self._finish(ctx, served.target, resp, served.attempts, 200, stream=False)
-        # the reply does not wait for the state writes; the session's next turn does
         outcome = Outcome(True, served.target, resp, cost, served.fallback)
-        self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
+        if self.planner.shared_state:
+            # a fleet: the session's next turn may land on another process, which
+            # must find this turn's pins and tier state already written
+            await self._commit(ctx.plan, outcome)
+        else:
+            # one process: the reply need not wait for the writes, as the session's
+            # next turn waits for them here (SessionCommits)
+            self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
         if ctx.lane is not None:
             ctx.lane_handed_off = True
             await self.lanes.finalize(
