@@ -15,10 +15,19 @@ _STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskN
 
 
 class JSONFormatter(logging.Formatter):
+    _second = -1
+    _stamp = ""
+
+    def _timestamp(self, created: float, msecs: float) -> str:
+        second = int(created)
+        if second != self._second:  # strftime once a second, not once a line
+            self._stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._stamp}.{int(msecs):03d}Z"
+
     def format(self, record: logging.LogRecord) -> str:
         out = {
-            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "ts": self._timestamp(record.created, record.msecs),
             "level": record.levelname.lower(),
             "logger": record.name,
             "msg": record.getMessage(),
@@ -32,6 +41,13 @@ class JSONFormatter(logging.Formatter):
 
 
 def setup_logging(level: str = "INFO") -> None:
+    # The JSON lines carry no caller file/line, thread or process: skip computing
+    # them for every record (the logging HOWTO's "Optimization" knobs); the access
+    # line is written on every request.
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JSONFormatter())
     root = logging.getLogger()
