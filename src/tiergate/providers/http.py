@@ -1,7 +1,8 @@
-"""The one shared upstream HTTP client: pooled connections, sane timeouts.
+"""The one shared upstream HTTP client: pooled keep-alive connections, sane timeouts.
 
-aiohttp was chosen over httpx for the upstream side by measurement (see
-docs/performance.md): on this hot path it adds less per-request overhead.
+The transport is tiergate.providers.client (asyncio + httptools), chosen over
+aiohttp and httpx by measurement (docs/performance.md): it costs a fraction of
+their CPU per upstream call. This module maps its failures onto UpstreamError.
 """
 
 from __future__ import annotations
@@ -9,55 +10,50 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
-import aiohttp
 import orjson
 
 from tiergate.providers.base import UpstreamError
+from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
 
 
 class UpstreamHTTP:
-    """Shared aiohttp session. Create inside the running event loop."""
+    """Shared upstream client; the connection pool is created on first use, inside
+    the running event loop."""
 
     def __init__(self, *, connect_timeout: float = 10.0, read_timeout: float = 600.0) -> None:
-        self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=connect_timeout, sock_read=read_timeout
-        )
-        self._session: aiohttp.ClientSession | None = None
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._client: HTTPClient | None = None
 
     @property
-    def session(self) -> aiohttp.ClientSession:
-        if self._session is None:
-            connector = aiohttp.TCPConnector(limit=0, limit_per_host=512, ttl_dns_cache=300)
-            self._session = aiohttp.ClientSession(
-                connector=connector,
-                timeout=self._timeout,
-                json_serialize=lambda o: orjson.dumps(o).decode(),
-                auto_decompress=True,
+    def client(self) -> HTTPClient:
+        if self._client is None:
+            self._client = HTTPClient(
+                connect_timeout=self._connect_timeout,
+                read_timeout=self._read_timeout,
+                limit_per_host=512,
+                idle_timeout=60.0,
             )
-        return self._session
+        return self._client
 
     async def close(self) -> None:
-        if self._session is not None:
-            await self._session.close()
-            self._session = None
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
 
     async def post_json(
         self, url: str, body: dict[str, Any], headers: Mapping[str, str]
     ) -> dict[str, Any]:
         """POST and return the parsed JSON body; raise UpstreamError on any failure."""
         try:
-            async with self.session.post(url, data=orjson.dumps(body), headers=headers) as resp:
-                raw = await resp.read()
-                if resp.status >= 400:
-                    raise _status_error(resp, raw)
-        except UpstreamError:
-            raise
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+            resp = await self.client.post(url, orjson.dumps(body), headers)
+            raw = await resp.read()
+        except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
-        except aiohttp.ClientConnectionError as err:
+        except HTTPClientError as err:
             raise UpstreamError("connect", message=type(err).__name__) from None
-        except aiohttp.ClientError as err:
-            raise UpstreamError("connect", message=type(err).__name__) from None
+        if resp.status >= 400:
+            raise _status_error(resp, raw)
         try:
             parsed = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -72,33 +68,35 @@ class UpstreamHTTP:
         """POST and yield raw body chunks. Errors before the first chunk raise
         UpstreamError (retryable); a cut after it raises kind 'stream_cut'."""
         try:
-            resp = await self.session.post(url, data=orjson.dumps(body), headers=headers)
-        except (TimeoutError, aiohttp.ServerTimeoutError):
+            resp = await self.client.post(url, orjson.dumps(body), headers)
+        except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
-        except aiohttp.ClientError as err:
+        except HTTPClientError as err:
             raise UpstreamError("connect", message=type(err).__name__) from None
-        return self._iter(resp)
-
-    async def _iter(self, resp: aiohttp.ClientResponse) -> AsyncIterator[bytes]:
-        try:
-            if resp.status >= 400:
-                try:
-                    raw = await resp.read()
-                except aiohttp.ClientError:
-                    raw = b""
-                raise _status_error(resp, raw)
+        if resp.status >= 400:
             try:
-                async for chunk in resp.content.iter_any():
-                    yield chunk
-            except (TimeoutError, aiohttp.ServerTimeoutError):
-                raise UpstreamError("timeout", message="upstream stalled mid-stream") from None
-            except aiohttp.ClientError as err:
-                raise UpstreamError("stream_cut", message=type(err).__name__) from None
-        finally:
-            resp.release()
+                raw = await resp.read()
+            except HTTPClientError:
+                raw = b""
+            finally:
+                resp.close()
+            raise _status_error(resp, raw)
+        return _iter(resp)
 
 
-def _status_error(resp: aiohttp.ClientResponse, raw: bytes) -> UpstreamError:
+async def _iter(resp: Response) -> AsyncIterator[bytes]:
+    try:
+        while (chunk := await resp.next_chunk()) is not None:
+            yield chunk
+    except ClientTimeout:
+        raise UpstreamError("timeout", message="upstream stalled mid-stream") from None
+    except HTTPClientError as err:
+        raise UpstreamError("stream_cut", message=type(err).__name__) from None
+    finally:
+        resp.close()
+
+
+def _status_error(resp: Response, raw: bytes) -> UpstreamError:
     retry_after: float | None = None
     ra = resp.headers.get("retry-after")
     if ra:

@@ -1,0 +1,756 @@
+"""The upstream HTTP client over real sockets, on asyncio and on uvloop.
+
+Against the provider simulator (formats, pool reuse, injected faults) and
+against small scripted asyncio servers for the edge cases the simulator cannot
+produce: chunked and gzip bodies, Connection: close, idle connections the server
+closed, stalls, cancellation mid-body, pool limits and concurrency.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import zlib
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+import uvloop
+
+import tiergate.providers.client as client_module
+from servers import ServerThread, free_port
+from tiergate.providers.base import UpstreamError
+from tiergate.providers.client import ConnectTimeout, HTTPClient
+from tiergate.providers.http import UpstreamHTTP
+from tiergate.sim.app import create_sim_app
+from tiergate.sim.settings import SimSettings
+
+Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+LOOPS: dict[str, Callable[[], asyncio.AbstractEventLoop]] = {
+    "asyncio": asyncio.new_event_loop,
+    "uvloop": uvloop.new_event_loop,
+}
+AUTH = {"authorization": "Bearer k1", "content-type": "application/json"}
+PAD = "x" * 3000
+OPENAI_BODY = {"model": "gpt-5-mini", "messages": [{"role": "user", "content": "hi"}]}
+
+
+@pytest.fixture(params=list(LOOPS))
+def run(request: pytest.FixtureRequest) -> Runner:
+    """Run a scenario to completion on a fresh event loop of each kind."""
+
+    def runner(coro: Coroutine[Any, Any, Any]) -> Any:
+        with asyncio.Runner(loop_factory=LOOPS[request.param]) as r:
+            return r.run(asyncio.wait_for(coro, 20))
+
+    return runner
+
+
+async def until(cond: Callable[[], bool], timeout: float = 3.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < deadline, "condition not reached"
+        await asyncio.sleep(0.01)
+
+
+# ---- a scripted raw HTTP/1.1 server ------------------------------------------------------
+
+
+@dataclass
+class Req:
+    conn: int  # connection number at the server, from 1
+    n: int  # request number on that connection, from 1
+    headers: dict[str, str]
+    body: bytes
+
+
+Respond = Callable[[Req, asyncio.StreamWriter], Awaitable[bool]]
+
+
+class RawServer:
+    """Reads requests (Content-Length bodies) and lets `respond` write anything;
+    `respond` returns False to close the connection afterwards."""
+
+    def __init__(self, respond: Respond) -> None:
+        self.respond = respond
+        self.connections = 0
+        self.ended = 0
+        self.requests: list[Req] = []
+
+    async def __aenter__(self) -> RawServer:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        conn, n = self.connections, 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                lines = head.decode("latin-1").split("\r\n")[1:-2]
+                headers = {k.lower(): v.strip() for k, v in (x.split(":", 1) for x in lines)}
+                body = await reader.readexactly(int(headers.get("content-length", "0")))
+                n += 1
+                req = Req(conn, n, headers, body)
+                self.requests.append(req)
+                if not await self.respond(req, writer):
+                    break
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            self.ended += 1
+            writer.close()
+
+
+def reply(status: int = 200, body: bytes = b'{"ok": true}', *headers: str) -> bytes:
+    extra = "".join(f"{h}\r\n" for h in headers)
+    head = f"HTTP/1.1 {status} X\r\ncontent-length: {len(body)}\r\n{extra}\r\n"
+    return head.encode() + body
+
+
+def chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+CHUNKED_HEAD = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n"
+)
+
+
+async def ok(req: Req, w: asyncio.StreamWriter) -> bool:
+    w.write(reply())
+    return True
+
+
+async def stall(req: Req, w: asyncio.StreamWriter) -> bool:
+    await asyncio.sleep(30)
+    return False
+
+
+async def drain(it: Any) -> list[bytes]:
+    return [c async for c in it]
+
+
+# ---- the simulator ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def sim() -> Iterator[ServerThread]:
+    with ServerThread(create_sim_app(SimSettings(timeout_fault_seconds=30))) as server:
+        yield server
+
+
+@pytest.fixture
+def sim_url(sim: ServerThread) -> Iterator[str]:
+    yield sim.url
+    httpx.post(f"{sim.url}/_sim/reset")
+
+
+def arm(sim_url: str, **fault: Any) -> None:
+    r = httpx.post(f"{sim_url}/_sim/faults", json=fault)
+    assert r.status_code == 200, r.text
+
+
+SIM_CALLS = {
+    "openai": ("/v1/chat/completions", OPENAI_BODY, AUTH),
+    "anthropic": (
+        "/v1/messages",
+        {**OPENAI_BODY, "model": "claude-sonnet-4-5", "max_tokens": 50},
+        {"x-api-key": "k1", "anthropic-version": "2023-06-01"},
+    ),
+    "gemini": (
+        "/v1beta/models/gemini-2.5-flash:generateContent",
+        {"contents": [{"role": "user", "parts": [{"text": "hi"}]}]},
+        {"x-goog-api-key": "k1"},
+    ),
+}
+
+
+@pytest.mark.parametrize("fmt", list(SIM_CALLS))
+def test_sim_formats_reuse_one_connection(run: Runner, sim_url: str, fmt: str) -> None:
+    path, body, headers = SIM_CALLS[fmt]
+
+    async def scenario() -> None:
+        http = UpstreamHTTP()
+        for _ in range(30):
+            out = await http.post_json(sim_url + path, body, headers)
+            assert "usage" in out or "usageMetadata" in out
+        stream_path = path.replace(":generateContent", ":streamGenerateContent?alt=sse")
+        it = await http.post_stream(sim_url + stream_path, {**body, "stream": True}, headers)
+        chunks = await drain(it)
+        assert b"data:" in b"".join(chunks)
+        assert http.client.connections() == 1
+        await http.close()
+
+    run(scenario())
+
+
+def test_sim_status_faults_carry_status_retry_after_and_message(run: Runner, sim_url: str) -> None:
+    url = sim_url + "/v1/chat/completions"
+
+    async def scenario() -> None:
+        http = UpstreamHTTP()
+        for stream in (False, True):
+            arm(sim_url, kind="status", status=429, message="slow down please")
+            with pytest.raises(UpstreamError) as e:
+                if stream:
+                    await http.post_stream(url, {**OPENAI_BODY, "stream": True}, AUTH)
+                else:
+                    await http.post_json(url, OPENAI_BODY, AUTH)
+            err = e.value
+            assert (err.kind, err.status, err.retry_after) == ("status", 429, 1.0)
+            assert "slow down please" in err.message and err.retryable
+        arm(sim_url, kind="status", status=500)
+        with pytest.raises(UpstreamError) as e:
+            await http.post_json(url, OPENAI_BODY, AUTH)
+        assert (e.value.kind, e.value.status, e.value.retry_after) == ("status", 500, None)
+        assert (await http.post_json(url, OPENAI_BODY, AUTH))["choices"]
+        assert http.client.connections() == 1  # error bodies were read: the connection lived on
+        await http.close()
+
+    run(scenario())
+
+
+def test_sim_malformed_disconnect_and_timeout_faults(run: Runner, sim_url: str) -> None:
+    url = sim_url + "/v1/chat/completions"
+    stream_body = {**OPENAI_BODY, "stream": True}
+
+    async def kind_of(call: Awaitable[Any]) -> str:
+        try:
+            await call
+        except UpstreamError as err:
+            return err.kind
+        return "ok"
+
+    async def scenario() -> None:
+        http = UpstreamHTTP(read_timeout=0.5)
+        arm(sim_url, kind="malformed")
+        assert await kind_of(http.post_json(url, OPENAI_BODY, AUTH)) == "malformed"
+        arm(sim_url, kind="disconnect")
+        assert await kind_of(http.post_json(url, OPENAI_BODY, AUTH)) == "connect"
+        arm(sim_url, kind="timeout")
+        assert await kind_of(http.post_json(url, OPENAI_BODY, AUTH)) == "timeout"
+        arm(sim_url, kind="timeout")
+        assert await kind_of(http.post_stream(url, stream_body, AUTH)) == "timeout"
+
+        arm(sim_url, kind="disconnect", after_chunks=2)
+        got: list[bytes] = []
+        with pytest.raises(UpstreamError) as e:
+            async for c in await http.post_stream(url, stream_body, AUTH):
+                got.append(c)
+        assert e.value.kind == "stream_cut" and b"data:" in b"".join(got)
+        assert (await http.post_json(url, OPENAI_BODY, AUTH))["choices"]
+        await http.close()
+
+    run(scenario())
+
+
+# ---- bodies: chunked, gzip, deflate, close-delimited, 1xx ---------------------------------
+
+
+def test_request_shape_and_header_defaults(run: Runner) -> None:
+    async def scenario() -> None:
+        async with RawServer(ok) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {"a": 1}, {"x-api-key": "k", "Content-Type": "app/x"})
+            h = srv.requests[0].headers
+            assert h["host"] == srv.url.split("/")[2]
+            assert h["content-type"] == "app/x" and h["x-api-key"] == "k"
+            assert h["content-length"] == str(len(srv.requests[0].body))
+            assert "gzip" in h["accept-encoding"]
+            assert orjson.loads(srv.requests[0].body) == {"a": 1}
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, {"x-evil": "a\r\nhost: elsewhere"})
+            assert e.value.kind == "connect" and len(srv.requests) == 1
+            await http.close()
+
+    run(scenario())
+
+
+def test_chunked_response_streams_chunks_as_they_arrive(run: Runner) -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+            w.write(CHUNKED_HEAD + b"\r\n" + chunk(b"data: one\n\n"))
+            await release.wait()
+            w.write(chunk(b"data: two\n\n") + b"0\r\n\r\n")
+            return True
+
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            it = await http.post_stream(srv.url, {}, AUTH)
+            assert await it.__anext__() == b"data: one\n\n"  # before the server sent the rest
+            release.set()
+            assert await drain(it) == [b"data: two\n\n"]
+            it = await http.post_stream(srv.url, {}, AUTH)
+            assert b"".join(await drain(it)) == b"data: one\n\ndata: two\n\n"
+            assert srv.connections == 1
+            await http.close()
+
+    run(scenario())
+
+
+def test_chunked_json_body_is_joined(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for part in (b'{"a": ', b'"xyz"', b', "b": 2}'):
+            w.write(chunk(part))
+            await w.drain()
+            await asyncio.sleep(0.01)
+        w.write(b"0\r\n\r\n")
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            for _ in range(3):
+                assert await http.post_json(srv.url, {}, AUTH) == {"a": "xyz", "b": 2}
+            assert srv.connections == 1
+            await http.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", "raw-deflate"])
+def test_compressed_json_body_is_decoded(run: Runner, encoding: str) -> None:
+    doc = {"choices": [{"text": "x" * 5000}]}
+    wbits = {"gzip": 31, "deflate": 15, "raw-deflate": -15}[encoding]
+    z = zlib.compressobj(wbits=wbits)
+    packed = z.compress(orjson.dumps(doc)) + z.flush()
+    name = "gzip" if encoding == "gzip" else "deflate"
+
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(reply(200, packed, f"content-encoding: {name}"))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            assert await http.post_json(srv.url, {}, AUTH) == doc
+            assert await http.post_json(srv.url, {}, AUTH) == doc
+            assert srv.connections == 1
+            await http.close()
+
+    run(scenario())
+
+
+def test_gzip_stream_is_decoded_chunk_by_chunk(run: Runner) -> None:
+    async def scenario() -> None:
+        release = asyncio.Event()
+
+        async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+            z = zlib.compressobj(wbits=31)
+            w.write(CHUNKED_HEAD + b"content-encoding: gzip\r\n\r\n")
+            w.write(chunk(z.compress(b"data: one\n\n") + z.flush(zlib.Z_SYNC_FLUSH)))
+            await release.wait()
+            w.write(chunk(z.compress(b"data: two\n\n") + z.flush()) + b"0\r\n\r\n")
+            return True
+
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            it = await http.post_stream(srv.url, {}, AUTH)
+            assert await it.__anext__() == b"data: one\n\n"
+            release.set()
+            assert b"".join(await drain(it)) == b"data: two\n\n"
+            await http.close()
+
+    run(scenario())
+
+
+def test_corrupt_gzip_is_a_connect_error_and_drops_the_connection(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(reply(200, b"not gzip at all", "content-encoding: gzip"))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "connect" and http.client.connections() == 0
+            await http.close()
+
+    run(scenario())
+
+
+def test_close_delimited_body_and_informational_head(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        if req.conn == 1:
+            w.write(b"HTTP/1.1 200 OK\r\nconnection: close\r\n\r\n" + b'{"until": "eof"}')
+            return False
+        w.write(b"HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n" + reply(200, b'{"after": 103}'))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            assert await http.post_json(srv.url, {}, AUTH) == {"until": "eof"}
+            assert await http.post_json(srv.url, {}, AUTH) == {"after": 103}
+            await http.close()
+
+    run(scenario())
+
+
+# ---- keep-alive: reuse, Connection: close, stale connections, idle expiry ----------------
+
+
+def test_sequential_calls_reuse_one_connection(run: Runner) -> None:
+    async def scenario() -> None:
+        async with RawServer(ok) as srv:
+            http = UpstreamHTTP()
+            for _ in range(200):
+                assert await http.post_json(srv.url, {"x": 1}, AUTH) == {"ok": True}
+            assert srv.connections == 1 and [r.n for r in srv.requests][-1] == 200
+            await http.close()
+
+    run(scenario())
+
+
+def test_connection_close_is_honoured(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(reply(200, b"{}", "connection: close"))
+        await asyncio.sleep(0.05)  # the client must not wait for the server to hang up
+        return False
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            for _ in range(3):
+                assert await http.post_json(srv.url, {}, AUTH) == {}
+                assert http.client.connections() == 0
+            assert srv.connections == 3
+            await http.close()
+
+    run(scenario())
+
+
+def test_idle_connection_closed_by_server_is_replaced(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(reply())
+        return False  # keep-alive advertised, then the server hangs up while idle
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {}, AUTH)
+            await until(lambda: http.client.connections() == 0)
+            await http.post_json(srv.url, {}, AUTH)
+            assert srv.connections == 2
+            await http.close()
+
+    run(scenario())
+
+
+def test_stale_connection_is_retried_once_on_a_fresh_one(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        if req.n == 2:
+            return False  # the race: our request met the server's idle close
+        w.write(reply())
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {}, AUTH)
+            assert await http.post_json(srv.url, {}, AUTH) == {"ok": True}
+            assert [(r.conn, r.n) for r in srv.requests] == [(1, 1), (1, 2), (2, 1)]
+            await http.close()
+
+    run(scenario())
+
+
+def test_no_retry_beyond_the_one_and_none_on_a_fresh_connection(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        if (req.conn, req.n) == (1, 1):
+            w.write(reply())
+            return True
+        return False
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {}, AUTH)
+            with pytest.raises(UpstreamError) as e:  # stale, then the fresh one fails too
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "connect"
+            assert [(r.conn, r.n) for r in srv.requests] == [(1, 1), (1, 2), (2, 1)]
+            with pytest.raises(UpstreamError) as e:  # a fresh connection is never retried
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "connect" and len(srv.requests) == 4
+            await http.close()
+
+    run(scenario())
+
+
+def test_late_loss_on_a_reused_connection_is_not_resent(
+    run: Runner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(client_module, "_STALE_WINDOW", 0.1)
+
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        if req.n == 2:
+            await asyncio.sleep(0.3)  # worked on it, then died: resending could bill twice
+            return False
+        w.write(reply())
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {}, AUTH)
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "connect" and len(srv.requests) == 2
+            await http.close()
+
+    run(scenario())
+
+
+def test_unsolicited_bytes_drop_an_idle_connection(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(reply())
+        if req.conn == 1:
+            await asyncio.sleep(0.05)
+            w.write(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            await http.post_json(srv.url, {}, AUTH)
+            await until(lambda: http.client.connections() == 0)
+            assert await http.post_json(srv.url, {}, AUTH) == {"ok": True}
+            assert srv.connections == 2
+            await http.close()
+
+    run(scenario())
+
+
+def test_idle_connections_expire_and_close_closes_all(run: Runner) -> None:
+    async def scenario() -> None:
+        async with RawServer(ok) as srv:
+            client = HTTPClient(idle_timeout=0.2)
+            resp = await client.post(srv.url, b"{}", AUTH)
+            assert await resp.read() == b'{"ok": true}' and client.connections() == 1
+            await until(lambda: srv.ended == 1)  # the client hung up on its own
+            assert client.connections() == 0
+
+            http = UpstreamHTTP()
+            await asyncio.gather(*(http.post_json(srv.url, {}, AUTH) for _ in range(3)))
+            assert http.client.connections() == 3
+            await http.close()
+            await until(lambda: srv.ended == 4)
+            assert await http.post_json(srv.url, {}, AUTH) == {"ok": True}  # usable again
+            await http.close()
+
+    run(scenario())
+
+
+# ---- failures: refused, timeouts, status errors ------------------------------------------
+
+
+def test_connection_refused_is_a_connect_error(run: Runner) -> None:
+    url = f"http://127.0.0.1:{free_port()}/v1/chat/completions"
+
+    async def scenario() -> None:
+        http = UpstreamHTTP()
+        for call in (http.post_json, http.post_stream):
+            with pytest.raises(UpstreamError) as e:
+                await call(url, {}, AUTH)
+            assert e.value.kind == "connect" and e.value.status == 0 and e.value.retryable
+        await http.close()
+
+    run(scenario())
+
+
+def test_read_timeout_is_between_bytes(run: Runner) -> None:
+    async def trickle(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n")
+        for part in (b"[1", b",2", b",3", b",4", b",5", b"]"):
+            w.write(chunk(part))
+            await asyncio.sleep(0.1)
+        w.write(b"0\r\n\r\n")
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(stall) as srv:
+            http = UpstreamHTTP(read_timeout=0.3)
+            t0 = time.monotonic()
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "timeout" and 0.25 < time.monotonic() - t0 < 2
+            assert http.client.connections() == 0
+            await http.close()
+        async with RawServer(trickle) as srv:  # 0.6 s in all, never 0.3 s silent
+            http = UpstreamHTTP(read_timeout=0.3)
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "malformed"  # a JSON list: it arrived whole
+            await http.close()
+
+    run(scenario())
+
+
+def test_stall_and_cut_after_the_first_chunk(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(CHUNKED_HEAD + b"\r\n" + chunk(b"data: one\n\n"))
+        if req.conn == 1:
+            await asyncio.sleep(30)
+        return False
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP(read_timeout=0.3)
+            for kind in ("timeout", "stream_cut"):
+                it = await http.post_stream(srv.url, {}, AUTH)
+                assert await it.__anext__() == b"data: one\n\n"
+                with pytest.raises(UpstreamError) as e:
+                    await it.__anext__()
+                assert e.value.kind == kind
+            assert http.client.connections() == 0
+            await http.close()
+
+    run(scenario())
+
+
+def test_status_error_reads_provider_json_and_keeps_the_connection(run: Runner) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        if req.n == 1:
+            w.write(reply(429, b'{"error": {"message": "slow down"}}', "retry-after: 7"))
+        elif req.n == 2:
+            w.write(reply(503, b"<html>busy</html>", "retry-after: 9999"))
+        else:
+            w.write(reply(400, b'{"error": {"message": "bad"}}'))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            errs = []
+            for call in (http.post_json, http.post_json, http.post_stream):
+                with pytest.raises(UpstreamError) as e:
+                    await call(srv.url, {}, AUTH)
+                errs.append(e.value)
+            assert errs[0] == UpstreamError("status", 429, "upstream: slow down", 7.0)
+            assert errs[1] == UpstreamError("status", 503, "upstream returned HTTP 503", 300.0)
+            assert errs[2] == UpstreamError("status", 400, "upstream: bad", None)
+            assert not errs[2].retryable and srv.connections == 1
+            await http.close()
+
+    run(scenario())
+
+
+# ---- cancellation, limits, concurrency ---------------------------------------------------
+
+
+def test_cancel_mid_body_closes_the_connection(run: Runner) -> None:
+    async def scenario() -> None:
+        sent = asyncio.Event()
+
+        async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+            if req.conn == 1:
+                w.write(b'HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n{"partial')
+                sent.set()
+                await asyncio.sleep(30)
+            w.write(reply())
+            return True
+
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            task = asyncio.create_task(http.post_json(srv.url, {}, AUTH))
+            await sent.wait()
+            await asyncio.sleep(0.05)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            assert http.client.connections() == 0
+            assert await http.post_json(srv.url, {}, AUTH) == {"ok": True}
+            assert srv.connections == 2
+            await http.close()
+
+    run(scenario())
+
+
+@pytest.mark.parametrize("how", ["aclose", "cancel"])
+def test_stream_consumer_leaving_closes_the_connection(run: Runner, how: str) -> None:
+    async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
+        w.write(CHUNKED_HEAD + b"\r\n" + chunk(b"data: one\n\n"))
+        await asyncio.sleep(30)
+        return False
+
+    async def scenario() -> None:
+        async with RawServer(respond) as srv:
+            http = UpstreamHTTP()
+            it = await http.post_stream(srv.url, {}, AUTH)
+            assert await it.__anext__() == b"data: one\n\n"
+            if how == "aclose":
+                await it.aclose()  # type: ignore[attr-defined]
+            else:
+                task = asyncio.create_task(it.__anext__())
+                await asyncio.sleep(0.05)
+                task.cancel()
+                with pytest.raises(asyncio.CancelledError):
+                    await task
+            assert http.client.connections() == 0
+            await http.close()
+
+    run(scenario())
+
+
+def test_pool_limit_waits_for_a_free_connection(run: Runner) -> None:
+    async def slow(req: Req, w: asyncio.StreamWriter) -> bool:
+        await asyncio.sleep(0.02)
+        w.write(reply(200, req.body))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(slow) as srv:
+            client = HTTPClient(limit_per_host=2)
+
+            async def one(i: int) -> bytes:
+                return await (await client.post(srv.url, b"%d" % i, AUTH)).read()
+
+            assert await asyncio.gather(*(one(i) for i in range(10))) == [
+                b"%d" % i for i in range(10)
+            ]
+            assert srv.connections == 2
+            await client.close()
+        async with RawServer(stall) as srv:
+            client = HTTPClient(limit_per_host=1, connect_timeout=0.2)
+            busy = asyncio.create_task(client.post(srv.url, b"{}", AUTH))
+            await until(lambda: srv.requests != [])
+            with pytest.raises(ConnectTimeout):
+                await client.post(srv.url, b"{}", AUTH)
+            busy.cancel()
+            await client.close()
+
+    run(scenario())
+
+
+def test_concurrent_calls_each_get_their_own_body(run: Runner) -> None:
+    async def echo(req: Req, w: asyncio.StreamWriter) -> bool:
+        i = orjson.loads(req.body)["i"]
+        await asyncio.sleep((i * 7 % 10) / 1000)
+        w.write(reply(200, orjson.dumps({"i": i})))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(echo) as srv:
+            http = UpstreamHTTP()
+            for _ in range(2):
+                calls = (http.post_json(srv.url, {"i": i, "pad": PAD}, AUTH) for i in range(100))
+                out = await asyncio.gather(*calls)
+                assert [o["i"] for o in out] == list(range(100))
+            assert srv.connections <= 100 and http.client.connections() == srv.connections
+            await http.close()
+
+    run(scenario())
