@@ -6,8 +6,9 @@ upstream HTTP client, JSON library.
    `tiergate serve` exactly as shipped; req/s at c=32, p50 at c=1 and gateway
    CPU per request, all driven by the same load generator; and GET /healthz, the
    server stack's own floor cost per request without the pipeline.
-2. upstream client: aiohttp vs httpx posting the agent-shaped body to the
-   simulator at concurrency 32; client CPU per request and req/s.
+2. upstream client: aiohttp vs httpx vs tiergate's own client posting the
+   agent-shaped body to the simulator at c=1 and c=32; client CPU and wall time
+   per request (bench/stack_upstream.py).
 3. JSON: orjson vs the standard library on the agent-shaped body.
 4. redis: the state store's two hot-path calls, MGET of 9 keys (the plan's read)
    and EVALSHA of the batch script (the commit), through redis-py and through
@@ -37,6 +38,7 @@ import orjson
 
 import common
 from loadgen import run_loadgen
+from stack_upstream import bench_clients, clients_table
 
 SERVER_VARIANTS: list[tuple[str, str | None, str | None]] = [
     ("shipped: tiergate serve", None, None),
@@ -163,74 +165,6 @@ def _drive(proc: common.Proc, args: argparse.Namespace, load_cpu: int | None) ->
         "gateway_cpu_us_per_req": c32["watch_cpu_s"]["gw"] / max(1, c32["count"]) * 1e6,
         "errors": c1["errors"] + c32["errors"],
     }
-
-
-# ---- upstream client --------------------------------------------------------------------
-
-
-async def _client_run(kind: str, url: str, body: bytes, n: int, conc: int) -> tuple[float, float]:
-    """(wall seconds, client CPU seconds) for n POSTs at concurrency conc."""
-    headers = {
-        "authorization": f"Bearer {common.UPSTREAM_KEYS[0]}",
-        "content-type": "application/json",
-    }
-    left = n
-
-    if kind == "aiohttp":
-        import aiohttp
-
-        session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, limit_per_host=512))
-
-        async def one() -> None:
-            async with session.post(url, data=body, headers=headers) as resp:
-                orjson.loads(await resp.read())
-
-        close: Any = session.close
-    else:
-        import httpx
-
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=512, max_keepalive_connections=512)
-        )
-
-        async def one() -> None:
-            resp = await client.post(url, content=body, headers=headers)
-            orjson.loads(resp.content)
-
-        close = client.aclose
-
-    async def worker() -> None:
-        nonlocal left
-        while left > 0:
-            left -= 1
-            await one()
-
-    left = conc * 2
-    await asyncio.gather(*(worker() for _ in range(conc)))  # warm-up: connections
-    left = n
-    w0, c0 = time.perf_counter(), time.process_time()
-    await asyncio.gather(*(worker() for _ in range(conc)))
-    wall, cpu = time.perf_counter() - w0, time.process_time() - c0
-    await close()
-    return wall, cpu
-
-
-def bench_clients(args: argparse.Namespace, workdir: Path) -> list[dict[str, Any]]:
-    import uvloop
-
-    _, load_cpu = common.cpu_layout()
-    sim = common.start_sim(workdir, load_cpu)
-    url = f"{sim.url}/v1/chat/completions"
-    body = orjson.dumps(common.agent_body(common.MODELS["direct"])).replace(b"@@N@@", b"1")
-    out = []
-    try:
-        for kind in ("aiohttp", "httpx"):
-            wall, cpu = uvloop.run(_client_run(kind, url, body, args.client_requests, 32))
-            n = args.client_requests
-            out.append({"client": kind, "rps": n / wall, "client_cpu_us_per_req": cpu / n * 1e6})
-    finally:
-        sim.stop()
-    return out
 
 
 # ---- JSON ---------------------------------------------------------------------------------
@@ -437,13 +371,8 @@ def main(argv: list[str] | None = None) -> int:
         )
     if "client" in only:
         res["clients"] = bench_clients(args, workdir)
-        print("\n## Upstream HTTP client (POST agent body to the simulator, c=32)\n")
-        print(
-            common.table(
-                ["client", "req/s", "client CPU us/req"],
-                [[r["client"], r["rps"], r["client_cpu_us_per_req"]] for r in res["clients"]],
-            )
-        )
+        print("\n## Upstream HTTP client (POST agent body to the simulator)\n")
+        print(clients_table(res["clients"]))
     if "json" in only:
         res["json"] = bench_json(200 if args.quick else 2000)
         size = len(orjson.dumps(common.agent_body("m")))
