@@ -9,10 +9,14 @@ closed, stalls, cancellation mid-body, pool limits and concurrency.
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 import time
 import zlib
 from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -74,16 +78,18 @@ class RawServer:
     """Reads requests (Content-Length bodies) and lets `respond` write anything;
     `respond` returns False to close the connection afterwards."""
 
-    def __init__(self, respond: Respond) -> None:
+    def __init__(self, respond: Respond, tls: ssl.SSLContext | None = None) -> None:
         self.respond = respond
+        self.tls = tls
         self.connections = 0
         self.ended = 0
         self.requests: list[Req] = []
 
     async def __aenter__(self) -> RawServer:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.tls)
         port = self._server.sockets[0].getsockname()[1]
-        self.url = f"http://127.0.0.1:{port}/v1/chat/completions"
+        scheme, host = ("https", "localhost") if self.tls else ("http", "127.0.0.1")
+        self.url = f"{scheme}://{host}:{port}/v1/chat/completions"
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -395,6 +401,48 @@ def test_close_delimited_body_and_informational_head(run: Runner) -> None:
             http = UpstreamHTTP()
             assert await http.post_json(srv.url, {}, AUTH) == {"until": "eof"}
             assert await http.post_json(srv.url, {}, AUTH) == {"after": 103}
+            await http.close()
+
+    run(scenario())
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A self-signed certificate for localhost (openssl CLI)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl not installed")
+    d = tmp_path_factory.mktemp("tls")
+    crt, key = d / "crt.pem", d / "key.pem"
+    argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    argv += ["-keyout", str(key), "-out", str(crt), "-subj", "/CN=localhost"]
+    argv += ["-addext", "subjectAltName=DNS:localhost"]
+    subprocess.run(argv, check=True, capture_output=True)
+    return crt, key
+
+
+def test_https_verifies_the_certificate_and_sends_sni(run: Runner, cert: tuple[Path, Path]) -> None:
+    crt, key = cert
+    seen: list[str | None] = []
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(crt, key)
+
+    def on_sni(sock: ssl.SSLObject, name: str | None, ctx: ssl.SSLContext) -> None:
+        seen.append(name)
+
+    server_ctx.sni_callback = on_sni
+
+    async def scenario() -> None:
+        async with RawServer(ok, tls=server_ctx) as srv:
+            trusting = ssl.create_default_context(cafile=str(crt))
+            client = HTTPClient(ssl_context=trusting)
+            for _ in range(3):
+                assert await (await client.post(srv.url, b"{}", AUTH)).read() == b'{"ok": true}'
+            assert seen == ["localhost"] and srv.connections == 1
+            await client.close()
+            http = UpstreamHTTP()  # the system's CAs do not know this certificate
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.kind == "connect"
             await http.close()
 
     run(scenario())

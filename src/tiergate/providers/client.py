@@ -478,6 +478,7 @@ class HTTPClient:
         read_timeout: float | None = 600.0,
         limit_per_host: int = 512,
         idle_timeout: float = 60.0,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.connect_timeout = connect_timeout
@@ -487,7 +488,7 @@ class HTTPClient:
         self._pools: dict[tuple[str, str, int], HostPool] = {}
         self._targets: dict[str, _Target] = {}
         self._heads: dict[tuple[object, ...], bytes] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context  # default: the system's CAs, made on first https use
 
     def ssl_context(self) -> ssl.SSLContext:
         if self._ssl is None:
