@@ -52,62 +52,6 @@ class Strike:
     detail: str = ""
 
 
-# ---- output shapes ------------------------------------------------------------
-
-# Each shape is split in two: branches anchored at the start of a line (tried
-# with `match` at line starts only) and floating branches (searched within the
-# line). Every branch matches within one line and contains one of the trigger
-# literals, so only lines a trigger points at are ever examined.
-
-_ERROR_AT_LINE_START = re.compile(
-    r"Segmentation fault"
-    r"|goroutine \d+ \["
-    r"|\s*(?:"
-    r"(?:[A-Za-z_][\w.]*)?(?:Error|Exception)(?:\[\w+\])?: "  # ValueError: x
-    r"|(?:error|fatal|panic|Error|Fatal|FATAL|ERROR)(?:\[[\w-]+\])?:"  # error: / panic:
-    r"|ERROR\b)"
-)
-_ERROR_IN_LINE = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|:\d+(?::\d+)?: (?:fatal )?error\b"  # file.c:3:5: error
-    r"|\berror TS\d+\b"  # tsc
-    r"|\bnpm ERR!"
-    r"|\bexit(?:ed)?(?: with)?[ _]?(?:code|status)\b[\"']?\s*[:=]?\s*-?[1-9]"
-    r"|\bnon-zero exit status\b"
-    r"|\bcommand not found\b"
-    r"|\bNo such file or directory\b"
-    r"|\bPermission denied\b"
-)
-# Compiler/linter diagnostics without the word "error" (Go's `./x.go:41:7:
-# undefined: y`, flake8, eslint's unix format): path:line:col: message.
-_DIAGNOSTIC_AT_LINE_START = re.compile(r"\s*[^\s:]+\.\w+:\d+:\d+: \S")
-_DIAGNOSTIC_TRIGGER = re.compile(r":\d+:\d+: ")
-_ERROR_AT_LINE_START_TRIGGER = re.compile(
-    r"Segmentation fault|goroutine|Error|Exception|error|fatal|Fatal|FATAL|ERROR|panic"
-)
-_ERROR_IN_LINE_TRIGGER = re.compile(
-    r"Traceback|: error|: fatal error|error TS|npm ERR!|exit"
-    r"|command not found|No such file or directory|Permission denied"
-)
-
-_TEST_FAILURE_AT_LINE_START = re.compile(
-    r"=+ .*\b\d+ (?:failed|errors?)\b"  # pytest summary line
-    r"|FAILED \S"  # pytest short summary
-    r"|--- FAIL: "  # go test
-    r"|FAIL(?:\s+\S|$)"  # go package result
-    r"|Tests:\s+.*\b\d+ failed\b"  # jest
-    r"|\s*\d+ failing\b"  # mocha
-    r"|not ok \d+"  # TAP
-    r"|\s*AssertionError\b"
-)
-_TEST_FAILURE_IN_LINE = re.compile(
-    r"\btest result: FAILED\b"  # cargo
-    r"|\bTests run: \d+, Failures: (?:[1-9]|\d+, Errors: [1-9])"  # junit / maven
-    r"|\b\d+ tests? completed, \d+ failed\b"  # gradle
-)
-_TEST_FAILURE_AT_LINE_START_TRIGGER = re.compile(r"FAIL|failed|failing|error|not ok|AssertionError")
-_TEST_FAILURE_IN_LINE_TRIGGER = re.compile(r"test result: FAILED|Tests run: |tests? completed")
-
 _EDIT_NAME_TOKENS = frozenset(
     {"write", "edit", "patch", "apply", "replace", "insert", "multiedit", "applypatch"}
 )
@@ -129,52 +73,148 @@ _SHELL_EDIT = re.compile(
 _TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
-def _scan_text(text: str) -> str:
+# ---- output shapes ------------------------------------------------------------
+
+# Every shape matches within one line, so "some line of the window has the
+# shape" is a search of the whole window, with no per-line Python loop. The
+# window starts with "\n", so shapes that begin a line are searched as
+# "\n" + shape, a literal the engine finds fast; whitespace is `[^\S\n]`, so no
+# branch runs on into the next line. Shapes found anywhere in a line start with
+# an uncommon literal and check any word boundary or prefix before it with a
+# lookbehind, so the engine skips to that literal instead of trying every
+# position. A few costly shapes are searched only when a literal they need is
+# present (the gate). tests/test_scan_equivalence.py checks all of this against
+# the original per-line formulation.
+
+_WS = r"[^\S\n]"  # whitespace within a line
+
+
+@dataclass(frozen=True, slots=True)
+class _Shapes:
+    """The shapes of one kind of failure, as whole-window searches."""
+
+    line_start: tuple[str, ...] = ()
+    """Shapes that begin a line."""
+    indented: tuple[str, ...] = ()
+    """Shapes that begin a line after optional whitespace."""
+    in_line: tuple[str, ...] = ()
+    """Shapes found anywhere in a line (searched as one pattern per leading literal)."""
+    gated: tuple[tuple[str, str], ...] = ()
+    """(gate, shape): the shape, a whole-window pattern, is searched only if the gate
+    pattern occurs."""
+
+    def __add__(self, other: _Shapes) -> _Shapes:
+        return _Shapes(
+            self.line_start + other.line_start,
+            self.indented + other.indented,
+            self.in_line + other.in_line,
+            self.gated + other.gated,
+        )
+
+    def searches(self) -> tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...]:
+        """(gate or None, pattern) pairs; the window has a shape iff some gate-passing
+        pattern is found in it."""
+        lines = list(self.line_start)
+        if self.indented:
+            lines.append(rf"{_WS}*+(?:{'|'.join(self.indented)})")
+        out: list[tuple[str | None, str]] = [(None, rf"\n(?:{'|'.join(lines)})")]
+        by_literal: dict[str, list[str]] = {}
+        for shape in self.in_line:
+            by_literal.setdefault(shape[0], []).append(shape)
+        out += [(None, "|".join(shapes)) for shapes in by_literal.values()]
+        out += list(self.gated)
+        return tuple(
+            (None if gate is None else re.compile(gate), re.compile(pattern, re.MULTILINE))
+            for gate, pattern in out
+        )
+
+
+_ERROR_SHAPES = _Shapes(
+    line_start=(r"Segmentation fault", r"goroutine \d+ \["),
+    indented=(
+        r"(?:error|fatal|panic|Error|Fatal|FATAL|ERROR)(?:\[[\w-]+\])?:",  # error: / panic:
+        r"ERROR\b",
+    ),
+    in_line=(
+        r"Traceback \(most recent call last\)",
+        r"TS(?<=\berror TS)\d+\b",  # tsc: error TS2304
+        r":\d+(?::\d+)?: (?:fatal )?error\b",  # file.c:3:5: error
+        r"x(?<=\bex)it(?:ed)?(?: with)?[ _]?(?:code|status)\b[\"']?"
+        rf"{_WS}*[:=]?{_WS}*-?[1-9]",  # exit code 1, exited with status 2
+        r"x(?<=\bnon-zero ex)it status\b",
+        r"!(?<=\bnpm ERR!)",
+        r"N(?<!\wN)o such file or directory\b",
+        r"P(?<!\wP)ermission denied\b",
+    ),
+    gated=(
+        # ValueError: x, pkg.errors.ParseError[E12]: y (the line's first dotted name
+        # ends in Error or Exception)
+        (
+            r"E(?:rror|xception)[:\[]",
+            r"\n" + _WS + r"*+[A-Za-z_][\w.]*+(?:(?<=Error)|(?<=Exception))(?:\[\w+\])?: ",
+        ),
+        # compiler/linter diagnostics without the word "error" (Go's `./x.go:41:7:
+        # undefined: y`, flake8, eslint's unix format): path:line:col: message
+        (r":\d+:\d+: ", r"\n" + _WS + r"*+[^\s:]+\.\w+:\d+:\d+: \S"),
+        (r"command not found", r"\bcommand not found\b"),
+    ),
+)
+_TEST_FAILURE_SHAPES = _Shapes(
+    line_start=(
+        r"=+ .*\b\d+ (?:failed|errors?)\b",  # pytest summary line
+        rf"FAIL(?:ED \S|{_WS}+\S|$)",  # pytest short summary; go package result
+        r"--- FAIL: ",  # go test
+        rf"Tests:{_WS}+.*\b\d+ failed\b",  # jest
+        r"not ok \d+",  # TAP
+    ),
+    indented=(
+        r"\d+ failing\b",  # mocha
+        r"AssertionError\b",
+    ),
+    in_line=(
+        r"T(?<!\wT)ests run: \d+, Failures: (?:[1-9]|\d+, Errors: [1-9])",  # junit / maven
+        r":(?<=\btest result:) FAILED\b",  # cargo
+    ),
+    gated=((r" completed, ", r"\b\d+ tests? completed, \d+ failed\b"),),  # gradle
+)
+_ERROR_SEARCHES = _ERROR_SHAPES.searches()
+_TEST_FAILURE_SEARCHES = _TEST_FAILURE_SHAPES.searches()
+_FAILURE_SEARCHES = (_ERROR_SHAPES + _TEST_FAILURE_SHAPES).searches()
+
+
+def _window(text: str) -> str:
+    """ "\n" + the text, or + its head and tail when it is long."""
     if len(text) <= _SCAN_HEAD + _SCAN_TAIL:
-        return text
-    return text[:_SCAN_HEAD] + "\n" + text[-_SCAN_TAIL:]
+        return "\n" + text
+    return "\n" + text[:_SCAN_HEAD] + "\n" + text[-_SCAN_TAIL:]
 
 
-def _lines_match(
-    trigger: re.Pattern[str], shape: re.Pattern[str], text: str, *, anchored: bool
+def _has_shape(
+    searches: tuple[tuple[re.Pattern[str] | None, re.Pattern[str]], ...], text: str
 ) -> bool:
-    """Try `shape` on each line a trigger literal points at: with `match` at the
-    line start when `anchored`, else `search` within the line."""
-    checked_to = -1
-    for m in trigger.finditer(text):
-        start = text.rfind("\n", 0, m.start()) + 1
-        if start <= checked_to:
-            continue  # this line was already tried
-        end = text.find("\n", m.end())
-        end = len(text) if end < 0 else end
-        found = shape.match(text, start, end) if anchored else shape.search(text, start, end)
-        if found:
-            return True
-        checked_to = end
-    return False
-
-
-def looks_like_error(text: str) -> bool:
-    """True when tool output has the shape of a failed command or crash.
-
-    Equivalent to searching the whole text with every shape branch (a property
-    test checks it), but plain-literal triggers pick the few lines worth trying,
-    so ordinary source code that merely mentions `error` costs microseconds.
-    """
-    text = _scan_text(text)
-    return (
-        _lines_match(_ERROR_AT_LINE_START_TRIGGER, _ERROR_AT_LINE_START, text, anchored=True)
-        or _lines_match(_ERROR_IN_LINE_TRIGGER, _ERROR_IN_LINE, text, anchored=False)
-        or _lines_match(_DIAGNOSTIC_TRIGGER, _DIAGNOSTIC_AT_LINE_START, text, anchored=True)
+    window = _window(text)
+    return any(
+        (gate is None or gate.search(window) is not None) and pattern.search(window) is not None
+        for gate, pattern in searches
     )
 
 
+def looks_like_error(text: str) -> bool:
+    """True when tool output has the shape of a failed command or crash: a line
+    of its head or tail shows a traceback, an `error:` line, a non-zero exit
+    code, a compiler diagnostic, ..."""
+    return _has_shape(_ERROR_SEARCHES, text)
+
+
 def looks_like_test_failure(text: str) -> bool:
-    """True when tool output has the shape of a failing test run (see looks_like_error)."""
-    text = _scan_text(text)
-    return _lines_match(
-        _TEST_FAILURE_AT_LINE_START_TRIGGER, _TEST_FAILURE_AT_LINE_START, text, anchored=True
-    ) or _lines_match(_TEST_FAILURE_IN_LINE_TRIGGER, _TEST_FAILURE_IN_LINE, text, anchored=False)
+    """True when tool output has the shape of a failing test run (pytest, go
+    test, cargo, jest, mocha, junit, gradle, TAP)."""
+    return _has_shape(_TEST_FAILURE_SEARCHES, text)
+
+
+def _looks_failed(text: str) -> bool:
+    """looks_like_error(text) or looks_like_test_failure(text), searched once."""
+    return _has_shape(_FAILURE_SEARCHES, text)
 
 
 def _parse_args(arguments: str) -> Any:
@@ -229,13 +269,6 @@ def _tool_results(messages: Sequence[Message]) -> Iterator[Message]:
     return (m for m in messages if m.role == "tool")
 
 
-def _result_failed(msg: Message) -> bool:
-    if msg.is_error:
-        return True
-    text = msg.text()
-    return looks_like_error(text) or looks_like_test_failure(text)
-
-
 def _call_index(req: ChatRequest) -> dict[str, ToolCall]:
     return {c.id: c for m in req.messages if m.role == "assistant" for c in m.tool_calls}
 
@@ -270,12 +303,85 @@ def turn_id(req: ChatRequest) -> str:
 # ---- request-side producers ---------------------------------------------------
 
 
-def errored_tool_results(req: ChatRequest) -> Strike | None:
-    """Several tool results in the latest turn failed (flagged or error-shaped)."""
-    failed = sum(1 for m in _tool_results(latest_turn(req)) if _result_failed(m))
+class _Turn:
+    """A request's latest turn, with each tool result's verdict computed once.
+
+    `request_strikes` runs three producers over the same tool results; sharing
+    one `_Turn` means each result is searched once, not three times.
+    """
+
+    __slots__ = ("_failed", "latest", "req", "results")
+
+    def __init__(self, req: ChatRequest) -> None:
+        self.req = req
+        self.latest = latest_turn(req)
+        self.results = list(_tool_results(self.latest))
+        self._failed: dict[int, bool] = {}
+
+    def failed(self, msg: Message) -> bool:
+        """Flagged as an error, or error- or test-failure-shaped."""
+        verdict = self._failed.get(id(msg))
+        if verdict is None:
+            verdict = msg.is_error or _looks_failed(msg.text())
+            self._failed[id(msg)] = verdict
+        return verdict
+
+    def test_failed(self, msg: Message) -> bool:
+        """Test-failure-shaped (a shape that would also make `failed` true)."""
+        if not msg.is_error and not self.failed(msg):
+            return False
+        return looks_like_test_failure(msg.text())
+
+
+def _errored_tool_results(turn: _Turn) -> Strike | None:
+    failed = sum(1 for m in turn.results if turn.failed(m))
     if failed >= MIN_ERRORED_RESULTS:
         return Strike("errored_tool_results", "request", f"{failed} failed results")
     return None
+
+
+def _failing_tests_after_edit(turn: _Turn) -> Strike | None:
+    if not any(turn.test_failed(m) for m in turn.results):
+        return None
+    msgs = turn.req.messages
+    if any(is_edit_call(c) for m in msgs if m.role == "assistant" for c in m.tool_calls):
+        return Strike("failing_tests_after_edit", "request")
+    return None
+
+
+def _repeated_failing_command(turn: _Turn) -> Strike | None:
+    failing = [m for m in turn.results if turn.failed(m)]
+    if not failing:
+        return None  # the common case: no call index, no signatures
+    calls = _call_index(turn.req)
+    failing_now: dict[tuple[str, str], int] = {}
+    for m in failing:
+        call = calls.get(m.tool_call_id or "")
+        if call is not None:
+            sig = _call_signature(call)
+            failing_now[sig] = failing_now.get(sig, 0) + 1
+    if not failing_now:
+        return None
+    latest_ids = {id(m) for m in turn.latest}
+    counts = dict(failing_now)
+    for m in _tool_results(turn.req.messages):
+        if id(m) in latest_ids:
+            continue
+        call = calls.get(m.tool_call_id or "")
+        if call is None:
+            continue
+        sig = _call_signature(call)
+        if sig in counts and turn.failed(m):  # signature check first: it is cheap
+            counts[sig] += 1
+    for (name, _), n in counts.items():
+        if n >= MIN_COMMAND_REPEATS:
+            return Strike("repeated_failing_command", "request", f"{name} x{n}")
+    return None
+
+
+def errored_tool_results(req: ChatRequest) -> Strike | None:
+    """Several tool results in the latest turn failed (flagged or error-shaped)."""
+    return _errored_tool_results(_Turn(req))
 
 
 def failing_tests_after_edit(req: ChatRequest) -> Strike | None:
@@ -283,41 +389,12 @@ def failing_tests_after_edit(req: ChatRequest) -> Strike | None:
 
     (Not named `test_...`: pytest would collect it from any test importing it.)
     """
-    results = list(_tool_results(latest_turn(req)))
-    if not any(looks_like_test_failure(m.text()) for m in results):
-        return None
-    if any(is_edit_call(c) for m in req.messages if m.role == "assistant" for c in m.tool_calls):
-        return Strike("failing_tests_after_edit", "request")
-    return None
+    return _failing_tests_after_edit(_Turn(req))
 
 
 def repeated_failing_command(req: ChatRequest) -> Strike | None:
     """A command that fails now already failed, with identical arguments, earlier."""
-    latest = latest_turn(req)
-    calls = _call_index(req)
-    failing_now: dict[tuple[str, str], int] = {}
-    for m in _tool_results(latest):
-        call = calls.get(m.tool_call_id or "")
-        if call is not None and _result_failed(m):
-            sig = _call_signature(call)
-            failing_now[sig] = failing_now.get(sig, 0) + 1
-    if not failing_now:
-        return None
-    latest_ids = {id(m) for m in latest}
-    counts = dict(failing_now)
-    for m in _tool_results(req.messages):
-        if id(m) in latest_ids:
-            continue
-        call = calls.get(m.tool_call_id or "")
-        if call is None:
-            continue
-        sig = _call_signature(call)
-        if sig in counts and _result_failed(m):  # signature check first: it is cheap
-            counts[sig] += 1
-    for (name, _), n in counts.items():
-        if n >= MIN_COMMAND_REPEATS:
-            return Strike("repeated_failing_command", "request", f"{name} x{n}")
-    return None
+    return _repeated_failing_command(_Turn(req))
 
 
 # ---- response-side producers --------------------------------------------------
@@ -355,9 +432,14 @@ REQUEST_PRODUCERS = (errored_tool_results, failing_tests_after_edit, repeated_fa
 RESPONSE_PRODUCERS = (malformed_tool_arguments, empty_completion, truncated_by_length)
 
 
+_REQUEST_CHECKS = (_errored_tool_results, _failing_tests_after_edit, _repeated_failing_command)
+"""REQUEST_PRODUCERS' bodies, in the same order, sharing one `_Turn`."""
+
+
 def request_strikes(req: ChatRequest) -> list[Strike]:
-    """Every request-side strike this request carries."""
-    return [s for p in REQUEST_PRODUCERS if (s := p(req)) is not None]
+    """Every request-side strike this request carries (REQUEST_PRODUCERS, in order)."""
+    turn = _Turn(req)
+    return [s for p in _REQUEST_CHECKS if (s := p(turn)) is not None]
 
 
 def response_strikes(resp: ChatResponse) -> list[Strike]:
