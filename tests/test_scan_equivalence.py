@@ -373,7 +373,7 @@ UNICODE_SAMPLES = (
     "é", "É", "İ", "ß", "ẞ", "Θ", "ω", "Ω", "٣", "²", "Ⅻ", "—", "–", "“", "”", "’", "→",
     "…", "✓", "🙂", "\u00a0", "\u2028", "\u2029", "\x85", "\x1c", "\x1f", "\u212a",
     "ǅ", "ﬁ", "ΣΑΣ", "straße", "naïve", "café", "日本語", "Ⓐ", "_", "\r", "\t", "\x0b",
-    "\x0c", "\x00",
+    "\x0c", "\x00", "\ud83d", "\udfff", "ǈ", "ﬃ", "Ꙇ",
 )  # fmt: skip
 STRIKE_LINES = (
     "Traceback (most recent call last):",
@@ -543,6 +543,22 @@ def test_shapes_equal_reference_on_every_affixed_failure_line() -> None:
 @given(shape_texts)
 def test_shapes_equal_reference_on_perturbed_failure_lines(text: str) -> None:
     assert_same_shapes(text)
+
+
+WORD_AFFIXES = (
+    "", " ", "x", "Z", "_", "0", "é", "İ", "ß", "٣", "Θ", "ω", "\u212a", "—", ".", "(", "-",
+    "\n", "'", "$", "\\", "{", "^", "Σ", "→", "\ud800",
+)  # fmt: skip
+
+
+def test_scan_counts_equal_reference_on_every_affixed_token() -> None:
+    """Each vocabulary, code and math token with every neighbour character, at the
+    start, the end and the middle of a text (word boundaries, ASCII vs Unicode)."""
+    for token in (*CUE_WORDS, *MATH_WORD_SAMPLES, *CODE_SAMPLES, *MATH_SAMPLES):
+        for a in WORD_AFFIXES:
+            assert_same_scan(a + token)
+            assert_same_scan(token + a)
+            assert_same_scan(f"q {a}{token}{a} q")
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -286,37 +286,175 @@ def _trie_regex(words: Iterable[str]) -> str:
     return emit(root)
 
 
-# Reasoning cues and math words run on a lower-cased copy of the text: case-folding
-# once is several times cheaper than IGNORECASE matching.
-_CUE_RE = re.compile(r"\b(?=[a-z])(?:" + _by_first_letter(REASONING_CUES) + r")\b")
-_MATH_WORD_RE = re.compile(r"\b(?=[a-z])(?:" + _by_first_letter(MATH_WORDS) + r")\b")
-# One scan per symbol pattern: each starts with a literal, which the engine finds fast.
-_MATH_SYMBOL_RES = tuple(re.compile(p) for p in MATH_SYMBOLS)
-_CODE_WORD_RE = re.compile(
+# ---- scanning ------------------------------------------------------------------------
+#
+# Every count is what `len(pattern.findall(text))` gives for the plain patterns (a
+# word pattern is `\b(?=[a-z])(?:<vocabulary>)\b`), computed with less engine work;
+# tests/test_scan_equivalence.py checks it against a frozen copy of the plain scan:
+#
+# - Reasoning cues and math words run on a lower-cased copy of the text:
+#   case-folding once is several times cheaper than IGNORECASE matching.
+# - ASCII mode. Python's Unicode `\w` and `\b` cost a Unicode-database lookup per
+#   character; with re.ASCII they are a table lookup. The two modes differ only on
+#   non-ASCII word characters (letters, digits), so a text without any is scanned
+#   with ASCII-mode patterns: same matches, about half the time.
+# - One screen for cues and math words: both vocabularies scan every word start,
+#   and in tool output they rarely match. One search finds the first word where
+#   either matches; neither can match before it, so each vocabulary is counted
+#   from there, and a text with neither costs one pass instead of two.
+# - Casing shapes (snake_case, camelCase, SCREAMING_CASE) are tried only when
+#   the word has, after its first letter and any lowercase letters or digits, a
+#   `_` or a capital: every casing shape needs one there, and most words have
+#   neither.
+# - Literal counts: `[{}]` and `$$|\(|\[` are counted with str.count (their
+#   matches cannot overlap one another), the latter only when `$` or `\` occurs;
+#   the Unicode math-symbol class is skipped on ASCII text.
+
+
+def _word_pattern(vocabulary: Iterable[str]) -> str:
+    return r"\b(?=[a-z])(?:" + _by_first_letter(vocabulary) + r")\b"
+
+
+_CASING_GATE = r"(?=[A-Za-z_][a-z0-9]*+[_A-Z])"
+"""Necessary for every CODE_IDENTIFIER_SHAPES casing (all but the first, call-site shape)."""
+_CODE_WORD = (
     r"\b(?=[A-Za-z_])(?:"
     + _trie_regex(CODE_KEYWORDS)
     + r"\b|"
-    + _alternation(CODE_IDENTIFIER_SHAPES)
-    + ")"
+    + _alternation(CODE_IDENTIFIER_SHAPES[:1])
+    + "|"
+    + _CASING_GATE
+    + "(?:"
+    + _alternation(CODE_IDENTIFIER_SHAPES[1:])
+    + "))"
 )
-_CODE_SYNTAX_RES = tuple(re.compile(p, re.MULTILINE) for p in CODE_SYNTAX)
+
+_COUNTED_LITERALS: dict[str, tuple[str, ...]] = {
+    r"[{}]": ("{", "}"),
+    r"\$\$|\\\(|\\\[": ("$$", "\\(", "\\["),
+}
+"""Patterns whose matches are exactly the non-overlapping occurrences of these
+literals, none of which can overlap another: counted with str.count."""
+
+
+def _non_ascii_class(pattern: str) -> bool:
+    """A single character class of non-ASCII characters only (matches nothing in ASCII)."""
+    body = pattern[1:-1]
+    return (
+        pattern[:1] == "["
+        and pattern[-1:] == "]"
+        and body[:1] != "^"
+        and all(ord(c) > 127 for c in body)
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Patterns:
+    """The scanner's patterns, compiled in one regex mode (Unicode or ASCII)."""
+
+    cue: re.Pattern[str]
+    math_word: re.Pattern[str]
+    cue_or_math_word: re.Pattern[str]
+    code_word: re.Pattern[str]
+    code_syntax: tuple[re.Pattern[str], ...]
+    math_symbols: tuple[re.Pattern[str], ...]
+    non_ascii_symbols: tuple[re.Pattern[str], ...]
+
+
+def _compile(flags: int) -> _Patterns:
+    cue, math_word = _word_pattern(REASONING_CUES), _word_pattern(MATH_WORDS)
+    symbols = [p for p in MATH_SYMBOLS if p not in _COUNTED_LITERALS]
+    return _Patterns(
+        cue=re.compile(cue, flags),
+        math_word=re.compile(math_word, flags),
+        cue_or_math_word=re.compile(_word_pattern((*REASONING_CUES, *MATH_WORDS)), flags),
+        code_word=re.compile(_CODE_WORD, flags),
+        code_syntax=tuple(
+            re.compile(p, flags | re.MULTILINE) for p in CODE_SYNTAX if p not in _COUNTED_LITERALS
+        ),
+        math_symbols=tuple(re.compile(p, flags) for p in symbols if not _non_ascii_class(p)),
+        non_ascii_symbols=tuple(re.compile(p, flags) for p in symbols if _non_ascii_class(p)),
+    )
+
+
+_UNICODE_MODE = _compile(0)
+_ASCII_MODE = _compile(re.ASCII)
+_NON_ASCII_WORD_CHAR = re.compile(r"[^\x00-\x7f\W]")
+_SYNTAX_LITERALS = tuple(_COUNTED_LITERALS[p] for p in CODE_SYNTAX if p in _COUNTED_LITERALS)
+_SYMBOL_LITERALS = tuple(_COUNTED_LITERALS[p] for p in MATH_SYMBOLS if p in _COUNTED_LITERALS)
+
+
+_ASCII_BYTES = bytes(range(128))
+
+
+def _mode(non_ascii: str) -> _Patterns:
+    """ASCII mode unless these characters include a (non-ASCII) word character."""
+    return _ASCII_MODE if _NON_ASCII_WORD_CHAR.search(non_ascii) is None else _UNICODE_MODE
+
+
+def _lower_and_modes(text: str) -> tuple[str, _Patterns, _Patterns]:
+    """text.lower(), and the regex modes for the text and for its lowered copy.
+
+    Non-ASCII text is handled through its UTF-8 bytes: dropping the ASCII bytes
+    leaves its non-ASCII characters, a short string to check for word characters
+    (only they make the modes differ), and when those characters are caseless,
+    lowering the bytes lowers the text; both are C loops, several times cheaper
+    than a regex search or str.lower over a non-ASCII string. Lowering maps each
+    character on its own (bar a final sigma, a letter either way), so the lowered
+    text's non-ASCII characters are among those of the lowered non-ASCII ones.
+    """
+    if text.isascii():
+        return text.lower(), _ASCII_MODE, _ASCII_MODE
+    raw = text.encode("utf-8", "surrogatepass")
+    non_ascii = raw.translate(None, _ASCII_BYTES).decode("utf-8", "surrogatepass")
+    non_ascii_lowered = non_ascii.lower()
+    if non_ascii_lowered == non_ascii:
+        lowered = raw.lower().decode("utf-8", "surrogatepass")
+    else:
+        lowered = text.lower()
+    return lowered, _mode(non_ascii), _mode(non_ascii_lowered)
+
+
+def _count_literals(text: str, groups: tuple[tuple[str, ...], ...]) -> int:
+    return sum(text.count(s) for literals in groups for s in literals if s[0] in text)
+
+
+def _cue_and_math_word_counts(lowered: str, mode: _Patterns) -> tuple[int, int]:
+    first = mode.cue_or_math_word.search(lowered)
+    if first is None:
+        return 0, 0
+    start = first.start()
+    return len(mode.cue.findall(lowered, start)), len(mode.math_word.findall(lowered, start))
+
+
+def _code_count(text: str, mode: _Patterns) -> int:
+    return (
+        len(mode.code_word.findall(text))
+        + sum(len(r.findall(text)) for r in mode.code_syntax)
+        + _count_literals(text, _SYNTAX_LITERALS)
+    )
+
+
+def _math_symbol_count(text: str, mode: _Patterns) -> int:
+    count = sum(len(r.findall(text)) for r in mode.math_symbols)
+    if not text.isascii():
+        count += sum(len(r.findall(text)) for r in mode.non_ascii_symbols)
+    return count + _count_literals(text, _SYMBOL_LITERALS)
 
 
 def reasoning_cue_count(text: str) -> int:
-    return len(_CUE_RE.findall(text.lower()))
+    lowered, _, lowered_mode = _lower_and_modes(text)
+    return _cue_and_math_word_counts(lowered, lowered_mode)[0]
 
 
 def code_keyword_count(text: str) -> int:
     """CodeKeywordDensity's numerator: keyword and identifier matches plus syntax."""
-    return len(_CODE_WORD_RE.findall(text)) + sum(len(r.findall(text)) for r in _CODE_SYNTAX_RES)
-
-
-def _math_symbol_count(text: str) -> int:
-    return sum(len(r.findall(text)) for r in _MATH_SYMBOL_RES)
+    return _code_count(text, _lower_and_modes(text)[1])
 
 
 def math_marker_count(text: str) -> int:
-    return _math_symbol_count(text) + len(_MATH_WORD_RE.findall(text.lower()))
+    lowered, mode, lowered_mode = _lower_and_modes(text)
+    return _math_symbol_count(text, mode) + _cue_and_math_word_counts(lowered, lowered_mode)[1]
 
 
 # ---- features ------------------------------------------------------------------------
@@ -384,13 +522,14 @@ def _scan_text(text: str) -> TextCounts:
     tokens = count_tokens(text)
     if len(text) > 2 * SCAN_WINDOW_CHARS:
         text = text[:SCAN_WINDOW_CHARS] + "\n" + text[-SCAN_WINDOW_CHARS:]
-    lowered = text.lower()
+    lowered, mode, lowered_mode = _lower_and_modes(text)
+    cues, math_words = _cue_and_math_word_counts(lowered, lowered_mode)
     return (
         tokens,
         len(text),
-        len(_CUE_RE.findall(lowered)),
-        code_keyword_count(text),
-        _math_symbol_count(text) + len(_MATH_WORD_RE.findall(lowered)),
+        cues,
+        _code_count(text, mode),
+        _math_symbol_count(text, mode) + math_words,
     )
 
 
