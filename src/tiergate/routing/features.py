@@ -9,6 +9,7 @@ latest-turn-only walk for the "just happened" ones.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -57,19 +58,27 @@ class AgentState:
 
 def edited_paths(call: ToolCall) -> list[str]:
     """Paths a tool call edits, or [] when it is not a file-changing call."""
+    return list(_edited_paths(call.name, call.arguments))
+
+
+@functools.lru_cache(maxsize=16_384)
+def _edited_paths(name: str, arguments: str) -> tuple[str, ...]:
+    """Memoised by the call's name and arguments: agents resend every earlier call
+    each turn, and deciding "is this an edit" parses the arguments."""
+    call = ToolCall("", name, arguments)
     if not is_edit_call(call):
-        return []
+        return ()
     try:
         args = orjson.loads(call.arguments) if call.arguments.strip() else {}
     except orjson.JSONDecodeError:
-        return []
+        return ()
     if not isinstance(args, dict):
-        return []
+        return ()
     paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
     for v in args.values():  # apply_patch-style tools carry paths inside the patch text
         if isinstance(v, str) and ("*** " in v or "+++ " in v):
             paths.extend(_PATCH_PATH_RE.findall(v))
-    return paths
+    return tuple(paths)
 
 
 def agent_state(req: ChatRequest) -> AgentState:
