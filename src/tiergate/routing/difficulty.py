@@ -336,6 +336,24 @@ _COUNTED_LITERALS: dict[str, tuple[str, ...]] = {
 """Patterns whose matches are exactly the non-overlapping occurrences of these
 literals, none of which can overlap another: counted with str.count."""
 
+_REQUIRED_CHARS: dict[str, str] = {
+    r"#include\b|#define\b|#!/": "#",
+    r"__\w+__": "_",
+    r"0x(?<!\w0x)[0-9a-fA-F]+\b": "x",
+    r"\.[A-Za-z]{1,5}:\d+": ":",
+    r"\n[ \t]+at\b": "\n",
+    r"(?:Error|Exception)\b": "E",
+    r"==|!=|<=|>=|->|=>|::|:=|&&|\|\||\+=|-=|<<|>>": "=<>:&|",
+    r";[ \t]*$": ";",
+    MATH_SYMBOLS[1]: "\\",  # the LaTeX commands
+    r"\((?<=\b[OΘΩoω]\()[^()\n]{1,24}\)": "(",
+    r"\^(?<=\b\w\^)\{?[\w+\-]": "^",
+    r"_\{(?<=\b\w_\{)\w+\}": "{",
+}
+"""Pattern -> characters one of which every match contains: the pattern is not run
+on a text without any (a memchr each, instead of a regex call). Keyed by the exact
+pattern text, so an edited pattern simply loses its shortcut."""
+
 
 def _non_ascii_class(pattern: str) -> bool:
     """A single character class of non-ASCII characters only (matches nothing in ASCII)."""
@@ -348,6 +366,10 @@ def _non_ascii_class(pattern: str) -> bool:
     )
 
 
+_Counted = tuple[str, re.Pattern[str]]
+"""(characters one of which a match needs, or "" for none known; pattern)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Patterns:
     """The scanner's patterns, compiled in one regex mode (Unicode or ASCII)."""
@@ -356,8 +378,8 @@ class _Patterns:
     math_word: re.Pattern[str]
     cue_or_math_word: re.Pattern[str]
     code_word: re.Pattern[str]
-    code_syntax: tuple[re.Pattern[str], ...]
-    math_symbols: tuple[re.Pattern[str], ...]
+    code_syntax: tuple[_Counted, ...]
+    math_symbols: tuple[_Counted, ...]
     non_ascii_symbols: tuple[re.Pattern[str], ...]
 
 
@@ -370,11 +392,30 @@ def _compile(flags: int) -> _Patterns:
         cue_or_math_word=re.compile(_word_pattern((*REASONING_CUES, *MATH_WORDS)), flags),
         code_word=re.compile(_CODE_WORD, flags),
         code_syntax=tuple(
-            re.compile(p, flags | re.MULTILINE) for p in CODE_SYNTAX if p not in _COUNTED_LITERALS
+            (_REQUIRED_CHARS.get(p, ""), re.compile(p, flags | re.MULTILINE))
+            for p in CODE_SYNTAX
+            if p not in _COUNTED_LITERALS
         ),
-        math_symbols=tuple(re.compile(p, flags) for p in symbols if not _non_ascii_class(p)),
+        math_symbols=tuple(
+            (_REQUIRED_CHARS.get(p, ""), re.compile(p, flags))
+            for p in symbols
+            if not _non_ascii_class(p)
+        ),
         non_ascii_symbols=tuple(re.compile(p, flags) for p in symbols if _non_ascii_class(p)),
     )
+
+
+def _count_matches(text: str, counted: tuple[_Counted, ...]) -> int:
+    n = 0
+    for needs, pattern in counted:
+        if needs:
+            for c in needs:
+                if c in text:
+                    break
+            else:
+                continue  # no character a match needs: no match
+        n += len(pattern.findall(text))
+    return n
 
 
 _UNICODE_MODE = _compile(0)
@@ -430,13 +471,13 @@ def _cue_and_math_word_counts(lowered: str, mode: _Patterns) -> tuple[int, int]:
 def _code_count(text: str, mode: _Patterns) -> int:
     return (
         len(mode.code_word.findall(text))
-        + sum(len(r.findall(text)) for r in mode.code_syntax)
+        + _count_matches(text, mode.code_syntax)
         + _count_literals(text, _SYNTAX_LITERALS)
     )
 
 
 def _math_symbol_count(text: str, mode: _Patterns) -> int:
-    count = sum(len(r.findall(text)) for r in mode.math_symbols)
+    count = _count_matches(text, mode.math_symbols)
     if not text.isascii():
         count += sum(len(r.findall(text)) for r in mode.non_ascii_symbols)
     return count + _count_literals(text, _SYMBOL_LITERALS)
