@@ -302,10 +302,13 @@ def _trie_regex(words: Iterable[str]) -> str:
 #   and in tool output they rarely match. One search finds the first word where
 #   either matches; neither can match before it, so each vocabulary is counted
 #   from there, and a text with neither costs one pass instead of two.
-# - Casing shapes (snake_case, camelCase, SCREAMING_CASE) are tried only when
-#   the word has, after its first letter and any lowercase letters or digits, a
-#   `_` or a capital: every casing shape needs one there, and most words have
-#   neither.
+# - Code words: a lowercase word followed by neither a word character, `(` nor
+#   `.` (most words of prose and of much tool output) is tested against the
+#   keywords only; casing shapes (snake_case, camelCase, SCREAMING_CASE) are
+#   tried only when the word has, after its first letter and any lowercase
+#   letters or digits, a `_` or a capital, which every casing shape needs.
+# - Syntax and symbol patterns are skipped when no character their matches
+#   need occurs in the text (a memchr each).
 # - Literal counts: `[{}]` and `$$|\(|\[` are counted with str.count (their
 #   matches cannot overlap one another), the latter only when `$` or `\` occurs;
 #   the Unicode math-symbol class is skipped on ASCII text.
@@ -317,16 +320,21 @@ def _word_pattern(vocabulary: Iterable[str]) -> str:
 
 _CASING_GATE = r"(?=[A-Za-z_][a-z0-9]*+[_A-Z])"
 """Necessary for every CODE_IDENTIFIER_SHAPES casing (all but the first, call-site shape)."""
+_PLAIN_WORD_GATE = r"(?![a-z]*+[^\w(.])"
+"""A lowercase word followed by neither a word character, `(` nor `.` can only be a
+keyword: no call site, qualified name or casing shape starts there."""
 _CODE_WORD = (
     r"\b(?=[A-Za-z_])(?:"
     + _trie_regex(CODE_KEYWORDS)
     + r"\b|"
+    + _PLAIN_WORD_GATE
+    + "(?:"
     + _alternation(CODE_IDENTIFIER_SHAPES[:1])
     + "|"
     + _CASING_GATE
     + "(?:"
     + _alternation(CODE_IDENTIFIER_SHAPES[1:])
-    + "))"
+    + ")))"
 )
 
 _COUNTED_LITERALS: dict[str, tuple[str, ...]] = {
@@ -421,8 +429,8 @@ def _count_matches(text: str, counted: tuple[_Counted, ...]) -> int:
 _UNICODE_MODE = _compile(0)
 _ASCII_MODE = _compile(re.ASCII)
 _NON_ASCII_WORD_CHAR = re.compile(r"[^\x00-\x7f\W]")
-_SYNTAX_LITERALS = tuple(_COUNTED_LITERALS[p] for p in CODE_SYNTAX if p in _COUNTED_LITERALS)
-_SYMBOL_LITERALS = tuple(_COUNTED_LITERALS[p] for p in MATH_SYMBOLS if p in _COUNTED_LITERALS)
+_SYNTAX_LITERALS = tuple(s for p in CODE_SYNTAX for s in _COUNTED_LITERALS.get(p, ()))
+_SYMBOL_LITERALS = tuple(s for p in MATH_SYMBOLS for s in _COUNTED_LITERALS.get(p, ()))
 
 
 _ASCII_BYTES = bytes(range(128))
@@ -456,8 +464,12 @@ def _lower_and_modes(text: str) -> tuple[str, _Patterns, _Patterns]:
     return lowered, _mode(non_ascii), _mode(non_ascii_lowered)
 
 
-def _count_literals(text: str, groups: tuple[tuple[str, ...], ...]) -> int:
-    return sum(text.count(s) for literals in groups for s in literals if s[0] in text)
+def _count_literals(text: str, literals: tuple[str, ...]) -> int:
+    n = 0
+    for s in literals:
+        if s[0] in text:  # a memchr, cheaper than counting a literal that is absent
+            n += text.count(s)
+    return n
 
 
 def _cue_and_math_word_counts(lowered: str, mode: _Patterns) -> tuple[int, int]:
