@@ -586,7 +586,7 @@ def test_scan_and_shapes_equal_reference_on_arbitrary_unicode(text: str) -> None
 # ---- realistic texts -----------------------------------------------------------------
 
 
-def _go_source(size: int) -> str:
+def go_source(size: int) -> str:
     lines: list[str] = []
     i = 0
     while sum(len(x) + 1 for x in lines) < size:
@@ -607,7 +607,7 @@ def _go_source(size: int) -> str:
     return "\n".join(lines)
 
 
-def _pytest_log(size: int, failing: bool = True) -> str:
+def pytest_log(size: int, failing: bool = True) -> str:
     lines = ["=" * 29 + " test session starts " + "=" * 30, "collected 120 items", ""]
     i = 0
     while sum(len(x) + 1 for x in lines) < size:
@@ -678,17 +678,17 @@ def realistic_texts() -> tuple[str, ...]:
         _math_prose(),
         "\n".join(STRIKE_LINES),
         *(hard_turn_text(seed, size) for seed in range(6) for size in (800, 5000)),
-        _go_source(16_384),
-        _pytest_log(16_384),
-        _pytest_log(3_000, failing=False),
+        go_source(16_384),
+        pytest_log(16_384),
+        pytest_log(3_000, failing=False),
         _json_blob(16_384),
         _shell_output(4_000),
-        _go_source(40_000),  # past the 32 KB scan window
-        _pytest_log(40_000),
+        go_source(40_000),  # past the 32 KB scan window
+        pytest_log(40_000),
         "x" * 5000 + "\nValueError: hidden\n" + "y" * 40_000,
         "ok\n" + "z" * 9000 + "\nTraceback (most recent call last):",
-        _go_source(3000) + "\n—  naïve “quoted” → ✓\n",  # non-ASCII, no non-ASCII letters
-        _go_source(3000) + "\nπ := 3.14 // café\n",  # non-ASCII letters
+        go_source(3000) + "\n—  naïve “quoted” → ✓\n",  # non-ASCII, no non-ASCII letters
+        go_source(3000) + "\nπ := 3.14 // café\n",  # non-ASCII letters
     ]
     for doc in _corpus():
         for turn in doc["turns"]:
