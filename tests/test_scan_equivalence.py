@@ -561,6 +561,42 @@ def test_scan_counts_equal_reference_on_every_affixed_token() -> None:
             assert_same_scan(f"q {a}{token}{a} q")
 
 
+FILLER = " ".join(["plain words of tool output"] * 12) + "\n"
+"""About 320 characters without a cue or math word: spaces hits out, so long
+texts are counted hit by hit (difficulty.HIT_SPACING)."""
+CROSS_VOCABULARY = (
+    "inductive step by step",  # a math span covering the start of a cue
+    "inductive step-by-step",
+    "by induction step by step",
+    "step by step by induction",
+    "race condition iff theorem",
+    "what if iff",
+    "what iff",
+    "trade-off big-o",
+    "q.e.d. hence",
+    "worst case base case upper bound",
+)
+
+
+def test_scan_counts_equal_reference_on_sparse_and_overlapping_hits() -> None:
+    """Hits far apart (counted one by one), dense (counted per vocabulary) and
+    where one vocabulary's span covers a word the other one matches."""
+    words = (*CUE_WORDS, *MATH_WORD_SAMPLES, *CROSS_VOCABULARY)
+    for i, phrase in enumerate(CROSS_VOCABULARY):
+        for pad in (0, 1, 3, 8):
+            assert_same_scan(FILLER * pad + phrase + "\n" + FILLER * pad)
+            assert_same_scan(FILLER * pad + f"{words[i]} {phrase}. {words[-i]}" + FILLER)
+    for size in (1, 4, 16):
+        assert_same_scan(FILLER.join(words[: size * 4]))
+        assert_same_scan(" ".join(words[: size * 8]) + FILLER * size)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(_token, st.integers(0, 3)), max_size=12))
+def test_scan_counts_equal_reference_on_spread_out_tokens(parts: list[tuple[str, int]]) -> None:
+    assert_same_scan("".join(f"{token} {FILLER * pad}" for token, pad in parts))
+
+
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(texts)
 def test_scan_counts_equal_reference_on_generated_texts(text: str) -> None:

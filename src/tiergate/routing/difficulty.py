@@ -299,9 +299,10 @@ def _trie_regex(words: Iterable[str]) -> str:
 #   non-ASCII word characters (letters, digits), so a text without any is scanned
 #   with ASCII-mode patterns: same matches, about half the time.
 # - One screen for cues and math words: both vocabularies scan every word start,
-#   and in tool output they rarely match. One search finds the first word where
-#   either matches; neither can match before it, so each vocabulary is counted
-#   from there, and a text with neither costs one pass instead of two.
+#   and in tool output they rarely match. One pass over the merged vocabulary
+#   lists the words where either matches; sparse hits are attributed one by one
+#   (see _cue_and_math_word_counts), so a text with few or none costs one pass
+#   instead of two.
 # - Code words: a lowercase word followed by neither a word character, `(` nor
 #   `.` (most words of prose and of much tool output) is tested against the
 #   keywords only; casing shapes (snake_case, camelCase, SCREAMING_CASE) are
@@ -385,6 +386,9 @@ class _Patterns:
     cue: re.Pattern[str]
     math_word: re.Pattern[str]
     cue_or_math_word: re.Pattern[str]
+    cue_here: re.Pattern[str]
+    math_word_here: re.Pattern[str]
+    inner_word_start: re.Pattern[str]
     code_word: re.Pattern[str]
     code_syntax: tuple[_Counted, ...]
     math_symbols: tuple[_Counted, ...]
@@ -398,6 +402,9 @@ def _compile(flags: int) -> _Patterns:
         cue=re.compile(cue, flags),
         math_word=re.compile(math_word, flags),
         cue_or_math_word=re.compile(_word_pattern((*REASONING_CUES, *MATH_WORDS)), flags),
+        cue_here=re.compile(f"(?:{_by_first_letter(REASONING_CUES)})\\b", flags),
+        math_word_here=re.compile(f"(?:{_by_first_letter(MATH_WORDS)})\\b", flags),
+        inner_word_start=re.compile(r"\W+(?=[a-z])", flags),
         code_word=re.compile(_CODE_WORD, flags),
         code_syntax=tuple(
             (_REQUIRED_CHARS.get(p, ""), re.compile(p, flags | re.MULTILINE))
@@ -472,12 +479,50 @@ def _count_literals(text: str, literals: tuple[str, ...]) -> int:
     return n
 
 
+HIT_SPACING = 256
+"""A text gets one screen hit per this many characters counted hit by hit; past
+that it is counted with a pass per vocabulary (see _cue_and_math_word_counts)."""
+
+
 def _cue_and_math_word_counts(lowered: str, mode: _Patterns) -> tuple[int, int]:
-    first = mode.cue_or_math_word.search(lowered)
-    if first is None:
-        return 0, 0
-    start = first.start()
-    return len(mode.cue.findall(lowered, start)), len(mode.math_word.findall(lowered, start))
+    """(cue matches, math-word matches): what each vocabulary's own findall counts.
+
+    The merged screen lists words where either vocabulary matches (a cue where
+    both could, with the cue's span: cue alternatives come first). Each hit is
+    attributed to its vocabulary, which is exact while the other vocabulary's
+    scan would find nothing the screen skipped: no match of it at the hit itself
+    nor at a word start inside the hit's span ("race condition" spans the word
+    "condition"). At the first hit where that fails, or once the text has had
+    one hit per HIT_SPACING characters (dense hits are cheaper counted per
+    vocabulary), each vocabulary is counted with its own pass from that hit on:
+    neither scan has a match pending before it.
+    """
+    cues = math_words = 0
+    budget = len(lowered) // HIT_SPACING
+    for hit in mode.cue_or_math_word.finditer(lowered):
+        start, end = hit.span()
+        if budget == 0:
+            break
+        budget -= 1
+        is_cue = mode.cue_here.match(lowered, start) is not None
+        other = mode.math_word_here if is_cue else mode.cue_here
+        if is_cue and other.match(lowered, start) is not None:
+            break
+        if any(
+            other.match(lowered, inner.end()) is not None
+            for inner in mode.inner_word_start.finditer(lowered, start, end)
+        ):
+            break
+        if is_cue:
+            cues += 1
+        else:
+            math_words += 1
+    else:
+        return cues, math_words
+    return (
+        cues + len(mode.cue.findall(lowered, start)),
+        math_words + len(mode.math_word.findall(lowered, start)),
+    )
 
 
 def _code_count(text: str, mode: _Patterns) -> int:
