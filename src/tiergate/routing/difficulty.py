@@ -354,7 +354,6 @@ _REQUIRED_CHARS: dict[str, str] = {
     r"(?:Error|Exception)\b": "E",
     r"==|!=|<=|>=|->|=>|::|:=|&&|\|\||\+=|-=|<<|>>": "=<>:&|",
     r";[ \t]*$": ";",
-    MATH_SYMBOLS[1]: "\\",  # the LaTeX commands
     r"\((?<=\b[OΘΩoω]\()[^()\n]{1,24}\)": "(",
     r"\^(?<=\b\w\^)\{?[\w+\-]": "^",
     r"_\{(?<=\b\w_\{)\w+\}": "{",
@@ -362,6 +361,9 @@ _REQUIRED_CHARS: dict[str, str] = {
 """Pattern -> characters one of which every match contains: the pattern is not run
 on a text without any (a memchr each, instead of a regex call). Keyed by the exact
 pattern text, so an edited pattern simply loses its shortcut."""
+_REQUIRED_CHARS.update(  # the LaTeX commands: a backslash, then one group
+    {p: "\\" for p in MATH_SYMBOLS if p.startswith(r"\\(?:frac|") and p.endswith(r")\b")}
+)
 
 
 def _non_ascii_class(pattern: str) -> bool:

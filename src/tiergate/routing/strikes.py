@@ -183,7 +183,8 @@ _FAILURE_SEARCHES = (_ERROR_SHAPES + _TEST_FAILURE_SHAPES).searches()
 
 
 def _window(text: str) -> str:
-    """ "\n" + the text, or + its head and tail when it is long."""
+    """The text after a newline (so every line starts after one); its head and
+    tail only when it is long."""
     if len(text) <= _SCAN_HEAD + _SCAN_TAIL:
         return "\n" + text
     return "\n" + text[:_SCAN_HEAD] + "\n" + text[-_SCAN_TAIL:]
