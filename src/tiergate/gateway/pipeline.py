@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Collection
 from typing import Any
 
 import orjson
+from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response, StreamingResponse
 
@@ -215,7 +216,7 @@ class Gateway:
             )
         except (UpstreamError, dispatch.NoUpstream) as err:
             return self._upstream_failed(ctx, err)
-        cost = self._finish(ctx, served.target, resp, served.attempts, 200, stream=False)
+        cost, done = self._price(ctx, served.target, resp)
         outcome = Outcome(True, served.target, resp, cost, served.fallback)
         if self.planner.shared_state:
             # a fleet: the session's next turn may land on another process, which
@@ -237,7 +238,12 @@ class Gateway:
         if _wants_cost(ctx.request):
             ctx.headers["x-orca-cost"] = f"{cost:.8f}"
         body = ctx.fmt.render_response(resp, ctx.req.model)
-        return Response(orjson.dumps(body), 200, ctx.headers, media_type=JSON)
+        # metrics, usage row and log line once the reply is sent (same task, so a
+        # graceful shutdown still waits for them; latency is measured as before)
+        record = BackgroundTask(
+            self._record, ctx, served.target, resp, served.attempts, 200, False, cost, done
+        )
+        return Response(orjson.dumps(body), 200, ctx.headers, media_type=JSON, background=record)
 
     # ---- streaming -----------------------------------------------------------
 
@@ -330,12 +336,31 @@ class Gateway:
         *,
         stream: bool,
     ) -> float:
-        """Price the request and queue its usage row (never prompt text)."""
-        model_cfg = target.model_config
-        cost = request_cost(resp.usage, model_cfg, target.channel.config.type)
+        """Price the request, then record it (metrics, usage row, access log)."""
+        cost, done = self._price(ctx, target, resp)
+        self._record(ctx, target, resp, attempts, status, stream, cost, done)
+        return cost
+
+    def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
+        """The request's cost (charged to a workspace budget) and when it was served."""
+        cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
         if ctx.workspace.limits.budget_usd_per_day is not None:
             self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
-        done = time.perf_counter()
+        return cost, time.perf_counter()
+
+    def _record(
+        self,
+        ctx: _Ctx,
+        target: Target,
+        resp: ChatResponse,
+        attempts: int,
+        status: int,
+        stream: bool,
+        cost: float,
+        done: float,
+    ) -> None:
+        """Metrics, the usage row (never prompt text) and the access log line."""
+        model_cfg = target.model_config
         latency_ms = (done - ctx.started) * 1000
         u = resp.usage
         router = ctx.plan.router.name if ctx.plan.router else None
@@ -349,7 +374,7 @@ class Gateway:
                 "request_id": ctx.request_id,
                 "ts": time.time(),
                 "workspace": ctx.workspace.name,
-                "router": ctx.plan.router.name if ctx.plan.router else None,
+                "router": router,
                 "model": target.model,
                 "channel": target.channel.name,
                 "key_index": target.key_index,
@@ -377,7 +402,7 @@ class Gateway:
             extra={
                 "request_id": ctx.request_id,
                 "workspace": ctx.workspace.name,
-                "router": ctx.plan.router.name if ctx.plan.router else None,
+                "router": router,
                 "model": target.model,
                 "channel": target.channel.name,
                 "key_index": target.key_index,
@@ -390,7 +415,6 @@ class Gateway:
                 "cost_usd": round(cost, 8),
             },
         )
-        return cost
 
     async def _commit(self, plan: RoutePlan, outcome: Outcome) -> None:
         try:
