@@ -9,6 +9,7 @@ carries the writes (`commit`) the pipeline applies after a successful reply.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import logging
 import time
@@ -21,10 +22,12 @@ import numpy as np
 from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
+from tiergate.gateway import state_read
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
+from tiergate.gateway.state_read import Prefetch, StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
@@ -82,22 +85,6 @@ class RoutePlan:
             await self.committer.commit(self, outcome)
 
 
-@dataclass(frozen=True, slots=True)
-class StateRead:
-    """One request's state, read in one round trip (see Planner._read_state)."""
-
-    snap: EscalationSnapshot
-    pins: Pins | None  # None: no session, or affinity disabled
-    strong_model_pin: str | None
-
-    def pins_for(self, tier: str) -> Pins:
-        """The pins of the tier being served: the strong tier has its own model pin."""
-        assert self.pins is not None
-        if tier != affinity.STRONG_TIER:
-            return self.pins
-        return Pins(self.strong_model_pin, self.pins.channels, self.pins.degraded)
-
-
 class Planner:
     """Turns a parsed request into a RoutePlan, and commits it afterwards."""
 
@@ -137,6 +124,7 @@ class Planner:
         request_id: str = "",
         *,
         lane_turn: bool = False,
+        prefetch: Prefetch | None = None,
     ) -> RoutePlan:
         """`lane_turn`: an opted-in session-tier turn; its approval, not escalation,
         decides the model, so the tier engine is skipped."""
@@ -152,7 +140,7 @@ class Planner:
         if not router.enabled:
             raise GatewayError(503, f"The router '{name}' is disabled", "router_disabled")
         plan = await self._plan_router(
-            req, headers, workspace, request_id, router, session, scope, lane_turn
+            req, headers, workspace, request_id, router, session, scope, lane_turn, prefetch
         )
         plan.extras["workspace_id"] = workspace.id
         return plan
@@ -184,6 +172,7 @@ class Planner:
         session: SessionId | None,
         scope: str | None,
         lane_turn: bool = False,
+        prefetch: Prefetch | None = None,
     ) -> RoutePlan:
         live: dict[str, ModelConfig] = {
             n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
@@ -214,7 +203,7 @@ class Planner:
         esc_on = escalation.escalation_applies(router) and not lane_turn
         pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
         state = await self._read_state(
-            router, scope, workspace, [c.name for c in candidates], esc_on, pin_router
+            router, scope, workspace, [c.name for c in candidates], esc_on, pin_router, prefetch
         )
 
         if esc_on:
@@ -286,37 +275,77 @@ class Planner:
         models: list[str],
         esc_on: bool,
         pin_router: str | None,
+        prefetch: Prefetch | None = None,
     ) -> StateRead:
-        """Everything this request needs from the state store, in ONE round trip:
-        the escalation snapshot (tier state, share buckets, score histogram) and
-        the affinity pins (both tiers' model pins, every candidate's channel pin)."""
-        snap_read = (
-            escalation.plan_snapshot_read(router, scope, workspace.id, self.clock())
-            if esc_on
-            else None
+        """Everything this request needs from the state store, in ONE round trip
+        (gateway/state_read.py), taken from the prefetched read when it has it."""
+        read = plan_read(
+            router,
+            scope,
+            workspace.id,
+            models,
+            now=self.clock(),
+            escalation_on=esc_on,
+            pin_router=pin_router,
+            affinity_on=self.cfg.affinity.enabled,
         )
-        pin_read = None
-        strong_key: list[str] = []
-        if scope is not None and self.cfg.affinity.enabled:
-            pin_read = affinity.plan_pin_read(scope, pin_router, models, affinity.BASE_TIER)
-            if esc_on and pin_router is not None:
-                strong_key = [affinity.model_pin_key(scope, pin_router, affinity.STRONG_TIER)]
-        esc_keys = snap_read.keys() if snap_read else []
-        pin_keys = pin_read.keys() if pin_read else []
-        keys = [*esc_keys, *pin_keys, *strong_key]
+        keys = read.keys()
         if not keys:
-            return StateRead(EscalationSnapshot(), None, None)
+            return state_read.EMPTY
         try:
-            values = await self.store.get_many(keys)
+            values = await prefetch.values_for(keys) if prefetch is not None else None
+            if values is None:
+                values = await self.store.get_many(keys)
         except StateUnavailable:
-            if pin_read is not None:
+            if read.pins is not None:
                 metrics.AFFINITY_DEGRADED_TOTAL.labels(op="read").inc()
-            return StateRead(EscalationSnapshot(degraded=True), Pins(degraded=True), None)
-        n = len(esc_keys)
-        snap = snap_read.decode(values[:n]) if snap_read else EscalationSnapshot()
-        pins = pin_read.decode(values[n : n + len(pin_keys)]) if pin_read else None
-        strong = values[-1] if strong_key else None
-        return StateRead(snap, pins, strong.decode("utf-8", "replace") if strong else None)
+            return state_read.DEGRADED
+        return read.decode(values)
+
+    async def prefetch(
+        self,
+        body: dict[str, Any],
+        headers: Mapping[str, str],
+        workspace: Workspace,
+        *,
+        lane_turn: bool = False,
+    ) -> Prefetch | None:
+        """Send a router request's state read before its body is parsed (shared
+        stores only: a memory read costs nothing to wait for).
+
+        Reads every live model the router allows, as the candidates are not known
+        yet; then yields once, so the read is written before parsing starts.
+        """
+        model = body.get("model")
+        name = router_name(model) if isinstance(model, str) else None
+        router = self.routers.get(name) if name is not None else None
+        if not self.shared_state or router is None or not router.enabled:
+            return None
+        session = resolve_session_id(headers, body)
+        scope = session_scope(workspace.id, session) if session is not None else None
+        await self.commits.settle(scope)
+        models = [
+            n
+            for n in self.cfg.exposed_models()
+            if self.distributor.is_live(n) and strategies.allowed(router, n)
+        ]
+        esc_on = escalation.escalation_applies(router) and not lane_turn
+        read = plan_read(
+            router,
+            scope,
+            workspace.id,
+            models,
+            now=self.clock(),
+            escalation_on=esc_on,
+            pin_router=router.name if strategies.pin_applies(router, router.strategy) else None,
+            affinity_on=self.cfg.affinity.enabled,
+        )
+        keys = read.keys()
+        if not keys:
+            return None
+        prefetch = Prefetch(self.store, keys)
+        await asyncio.sleep(0)  # the read's command leaves now, before parsing
+        return prefetch
 
     def _decide_tier(
         self,
