@@ -171,3 +171,32 @@ def test_a_client_that_disconnects_cancels_its_upstream_call() -> None:
             # the request task was not left cancelled: the gateway still serves
             fast = httpx.get(f"{gw.url}/healthz", timeout=5)
             assert fast.status_code == 200
+
+
+def test_the_usage_row_is_recorded_on_the_event_loop_after_the_reply(sim: ServerThread) -> None:
+    """The row is written once the reply is sent, and on the loop's own thread
+    (Starlette would run a plain-function background task in a worker thread)."""
+    app = create_app(parse_config(gateway_config(sim.url)))
+    with ServerThread(app) as gw:
+        recorder = app.state.tiergate.gateway.recorder
+        seen: list[bool] = []
+        original = recorder.record
+
+        def record(table: str, row: dict[str, Any]) -> None:
+            try:
+                asyncio.get_running_loop()
+                seen.append(True)
+            except RuntimeError:
+                seen.append(False)
+            original(table, row)
+
+        recorder.record = record
+        headers = {"authorization": f"Bearer {TOKEN}"}
+        reply = httpx.post(
+            f"{gw.url}/v1/chat/completions", json=_chat("sess-rec"), headers=headers, timeout=10
+        )
+        assert reply.status_code == 200
+        deadline = time.monotonic() + 2
+        while not seen and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert seen == [True]

@@ -251,7 +251,7 @@ class Gateway:
         # metrics, usage row and log line once the reply is sent (same task, so a
         # graceful shutdown still waits for them; latency is measured as before)
         record = BackgroundTask(
-            self._record, ctx, served.target, resp, served.attempts, 200, False, cost, done
+            self._record_later, ctx, served.target, resp, served.attempts, cost, done
         )
         return Response(orjson.dumps(body), 200, ctx.headers, media_type=JSON, background=record)
 
@@ -357,6 +357,19 @@ class Gateway:
         if ctx.workspace.limits.budget_usd_per_day is not None:
             self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
         return cost, time.perf_counter()
+
+    async def _record_later(
+        self,
+        ctx: _Ctx,
+        target: Target,
+        resp: ChatResponse,
+        attempts: int,
+        cost: float,
+        done: float,
+    ) -> None:
+        """`_record` for a served non-streaming reply, as the response's background
+        task. A coroutine on purpose: Starlette runs a plain function in a thread."""
+        self._record(ctx, target, resp, attempts, 200, False, cost, done)
 
     def _record(
         self,
