@@ -86,6 +86,13 @@ def test_memory_reports_rss_and_redis_bytes_per_session(tmp_path: Path) -> None:
         assert r["sessions"] == 100 and r["keys_per_session"] >= 1 and r["bytes_per_session"] > 0
 
 
+def test_difficulty_bench_compares_the_scans_with_their_reference(tmp_path: Path) -> None:
+    data = run_bench("bench_difficulty.py", tmp_path)
+    assert {r["text"] for r in data["scans"]} and data["depth"]
+    for row in data["scans"]:
+        assert row["scan_text"]["plain_us"] > 0 and row["scan_text"]["fast_us"] > 0
+
+
 def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
     sys.path.insert(0, str(BENCH))
     try:
@@ -114,6 +121,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_stack.py",
         "report.py",
         "bench_affinity.py",
+        "bench_difficulty.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
