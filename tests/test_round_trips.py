@@ -47,13 +47,10 @@ class Counting:
         return call
 
 
-@pytest.mark.parametrize("prefetched", [False, True])
 @pytest.mark.parametrize("tier_header", [None, "strong"])
 async def test_two_round_trips_per_request(
-    redis_store: RedisStore, tier_header: str | None, prefetched: bool
+    redis_store: RedisStore, tier_header: str | None
 ) -> None:
-    """With `prefetched`, as the gateway does on Redis: the read is sent before the
-    body is parsed, and the plan takes every value it needs from it."""
     cfg = parse_config(gateway_config("http://x", routers=[ROUTER]))
     store = Counting(redis_store)
     distributor = Distributor.from_config(cfg)
@@ -68,11 +65,7 @@ async def test_two_round_trips_per_request(
         messages.append({"role": "user", "content": f"turn {turn}"})
         body = {"model": "orcarouter/coding", "messages": messages}
         store.calls.clear()
-        prefetch = await planner.prefetch(body, headers, ws) if prefetched else None
-        assert (prefetch is not None) == prefetched
-        plan = await planner.plan(
-            parse_request(body), body, headers, ws, f"r{turn}", prefetch=prefetch
-        )
+        plan = await planner.plan(parse_request(body), body, headers, ws, f"r{turn}")
         target = next(distributor.attempts(plan.models, plan.channel_pin))
         resp = ChatResponse("id", target.model, [TextPart("ok")], usage=Usage(100, 10))
         await plan.commit(Outcome(True, target, resp, cost=0.001))

@@ -99,10 +99,6 @@ class Gateway:
             await self.limiter.admit(workspace.id, workspace.limits)
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
-            # on Redis, the state read travels while the body is parsed and scored
-            prefetch = await self.planner.prefetch(
-                body, request.headers, workspace, lane_turn=turn is not None
-            )
             try:
                 req = fmt.parse_request(body)
             except FormatError as err:
@@ -114,7 +110,6 @@ class Gateway:
                 workspace,
                 request_id,
                 lane_turn=turn is not None,
-                prefetch=prefetch,
             )
             plan.extras["request_id"] = request_id
             if plan.router is not None:

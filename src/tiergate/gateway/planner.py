@@ -9,7 +9,6 @@ carries the writes (`commit`) the pipeline applies after a successful reply.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -27,7 +26,7 @@ from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
-from tiergate.gateway.state_read import Prefetch, StateRead, plan_read
+from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
@@ -124,7 +123,6 @@ class Planner:
         request_id: str = "",
         *,
         lane_turn: bool = False,
-        prefetch: Prefetch | None = None,
     ) -> RoutePlan:
         """`lane_turn`: an opted-in session-tier turn; its approval, not escalation,
         decides the model, so the tier engine is skipped."""
@@ -140,7 +138,7 @@ class Planner:
         if not router.enabled:
             raise GatewayError(503, f"The router '{name}' is disabled", "router_disabled")
         plan = await self._plan_router(
-            req, headers, workspace, request_id, router, session, scope, lane_turn, prefetch
+            req, headers, workspace, request_id, router, session, scope, lane_turn
         )
         plan.extras["workspace_id"] = workspace.id
         return plan
@@ -172,7 +170,6 @@ class Planner:
         session: SessionId | None,
         scope: str | None,
         lane_turn: bool = False,
-        prefetch: Prefetch | None = None,
     ) -> RoutePlan:
         live: dict[str, ModelConfig] = {
             n: m for n, m in self.cfg.exposed_models().items() if self.distributor.is_live(n)
@@ -203,7 +200,7 @@ class Planner:
         esc_on = escalation.escalation_applies(router) and not lane_turn
         pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
         state = await self._read_state(
-            router, scope, workspace, [c.name for c in candidates], esc_on, pin_router, prefetch
+            router, scope, workspace, [c.name for c in candidates], esc_on, pin_router
         )
 
         if esc_on:
@@ -275,10 +272,9 @@ class Planner:
         models: list[str],
         esc_on: bool,
         pin_router: str | None,
-        prefetch: Prefetch | None = None,
     ) -> StateRead:
         """Everything this request needs from the state store, in ONE round trip
-        (gateway/state_read.py), taken from the prefetched read when it has it."""
+        (gateway/state_read.py)."""
         read = plan_read(
             router,
             scope,
@@ -293,59 +289,12 @@ class Planner:
         if not keys:
             return state_read.EMPTY
         try:
-            values = await prefetch.values_for(keys) if prefetch is not None else None
-            if values is None:
-                values = await self.store.get_many(keys)
+            values = await self.store.get_many(keys)
         except StateUnavailable:
             if read.pins is not None:
                 metrics.AFFINITY_DEGRADED_TOTAL.labels(op="read").inc()
             return state_read.DEGRADED
         return read.decode(values)
-
-    async def prefetch(
-        self,
-        body: dict[str, Any],
-        headers: Mapping[str, str],
-        workspace: Workspace,
-        *,
-        lane_turn: bool = False,
-    ) -> Prefetch | None:
-        """Send a router request's state read before its body is parsed (shared
-        stores only: a memory read costs nothing to wait for).
-
-        Reads every live model the router allows, as the candidates are not known
-        yet; then yields once, so the read is written before parsing starts.
-        """
-        model = body.get("model")
-        name = router_name(model) if isinstance(model, str) else None
-        router = self.routers.get(name) if name is not None else None
-        if not self.shared_state or router is None or not router.enabled:
-            return None
-        session = resolve_session_id(headers, body)
-        scope = session_scope(workspace.id, session) if session is not None else None
-        await self.commits.settle(scope)
-        models = [
-            n
-            for n in self.cfg.exposed_models()
-            if self.distributor.is_live(n) and strategies.allowed(router, n)
-        ]
-        esc_on = escalation.escalation_applies(router) and not lane_turn
-        read = plan_read(
-            router,
-            scope,
-            workspace.id,
-            models,
-            now=self.clock(),
-            escalation_on=esc_on,
-            pin_router=router.name if strategies.pin_applies(router, router.strategy) else None,
-            affinity_on=self.cfg.affinity.enabled,
-        )
-        keys = read.keys()
-        if not keys:
-            return None
-        prefetch = Prefetch(self.store, keys)
-        await asyncio.sleep(0)  # the read's command leaves now, before parsing
-        return prefetch
 
     def _decide_tier(
         self,

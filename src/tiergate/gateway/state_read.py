@@ -4,17 +4,14 @@ Everything a router request needs from the state store (the escalation
 snapshot: tier state, share buckets, score histogram; the affinity pins: both
 tiers' model pins and every candidate's channel pin) is read with ONE get_many.
 
-On a shared store (Redis) that read can leave before the request body is
-parsed: `Prefetch` sends it as soon as the router, the session and the
-workspace are known, for every model the router may use, so the round trip
-runs while the gateway parses and scores the request. The plan then takes the
-values of the keys it needs from it; if its keys are not all there (the live
-model set or the day changed in between), it reads again.
+(Tried and dropped: sending this read before the body is parsed, for every
+model the router allows, so the round trip overlaps parsing. Side by side on
+Redis it bought nothing measurable at c=1 on this machine and cost an extra
+task per request; docs/performance.md.)
 """
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -22,7 +19,6 @@ from tiergate.config import RouterConfig
 from tiergate.routing import affinity, escalation
 from tiergate.routing.affinity import PinRead, Pins
 from tiergate.routing.escalation import EscalationSnapshot, SnapshotRead
-from tiergate.state import StateStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,28 +86,3 @@ def plan_read(
         if escalation_on and pin_router is not None:
             strong_key = affinity.model_pin_key(scope, pin_router, affinity.STRONG_TIER)
     return ReadPlan(snap, pins, strong_key)
-
-
-class Prefetch:
-    """A get_many already on its way; `values_for` answers a plan's read from it."""
-
-    __slots__ = ("_keys", "_task")
-
-    def __init__(self, store: StateStore, keys: list[str]) -> None:
-        self._keys = keys
-        self._task = asyncio.ensure_future(store.get_many(keys))
-        # retrieved here so an unused prefetch (the request failed first) never
-        # logs "exception was never retrieved"; a used one re-raises in values_for
-        self._task.add_done_callback(lambda t: t.cancelled() or t.exception())
-
-    async def values_for(self, keys: Sequence[str]) -> list[bytes | None] | None:
-        """The values of `keys`, or None when some were not prefetched.
-
-        Raises what the read raised (StateUnavailable: the caller degrades)."""
-        values = dict(zip(self._keys, await self._task, strict=True))
-        if not all(k in values for k in keys):
-            return None
-        return [values[k] for k in keys]
-
-    def cancel(self) -> None:
-        self._task.cancel()
