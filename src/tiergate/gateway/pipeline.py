@@ -314,7 +314,8 @@ class Gateway:
             if status == 200 and not acc.finished:
                 status = 499  # the client went away mid-stream
             resp = acc.result()
-            cost = self._finish(ctx, served.target, resp, served.attempts, status, stream=True)
+            cost, done = self._price(ctx, served.target, resp)
+            self._record(ctx, served.target, resp, served.attempts, status, True, cost, done)
             outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
             self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
             if lane_pending and ctx.lane is not None:
@@ -330,21 +331,6 @@ class Gateway:
             yield f": x-orca-cost={cost:.8f}\n\n".encode()
 
     # ---- shared tail ---------------------------------------------------------
-
-    def _finish(
-        self,
-        ctx: _Ctx,
-        target: Target,
-        resp: ChatResponse,
-        attempts: int,
-        status: int,
-        *,
-        stream: bool,
-    ) -> float:
-        """Price the request, then record it (metrics, usage row, access log)."""
-        cost, done = self._price(ctx, target, resp)
-        self._record(ctx, target, resp, attempts, status, stream, cost, done)
-        return cost
 
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
