@@ -30,6 +30,7 @@ from tiergate.config_store import (
     MemoryConfigRepository,
     SqlConfigRepository,
 )
+from tiergate.gateway.asgi import GatewayApp
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI
@@ -67,7 +68,7 @@ def create_app(
     *,
     spool_path: str | None = None,
     env: Mapping[str, str] | None = None,
-) -> Starlette:
+) -> GatewayApp:
     """Build the gateway ASGI app. Nothing touches the network until start-up.
 
     `env` (default os.environ) supplies TIERGATE_ADMIN_TOKEN and ${VAR}
@@ -219,7 +220,7 @@ def create_app(
             if engine is not None:
                 await engine.dispose()
 
-    app = Starlette(
+    app = GatewayApp(
         routes=[
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/chat/completions", chat_completions, methods=["POST"]),
@@ -238,4 +239,5 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.tiergate = state
+    app.gateway = gateway  # the completion endpoints skip Starlette's routing (asgi.py)
     return app
