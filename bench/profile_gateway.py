@@ -32,6 +32,8 @@ AREAS = (
     ("tiergate/gateway/", "tiergate gateway (pipeline, planner)"),
     ("tiergate/formats/", "tiergate formats (parse/render)"),
     ("tiergate/providers/client.py", "tiergate upstream HTTP client"),
+    ("tiergate/providers/exchange.py", "tiergate upstream HTTP client"),
+    ("tiergate/providers/pool.py", "tiergate upstream HTTP client"),
     ("tiergate/providers/", "tiergate providers (upstream adapters)"),
     ("tiergate/state/resp.py", "tiergate Redis client"),
     ("tiergate/state/", "tiergate state store"),

@@ -24,7 +24,7 @@ import orjson
 import pytest
 import uvloop
 
-import tiergate.providers.client as client_module
+import tiergate.providers.exchange as exchange_module
 from servers import ServerThread, free_port
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ConnectTimeout, HTTPClient
@@ -542,7 +542,7 @@ def test_no_retry_beyond_the_one_and_none_on_a_fresh_connection(run: Runner) -> 
 def test_late_loss_on_a_reused_connection_is_not_resent(
     run: Runner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(client_module, "_STALE_WINDOW", 0.1)
+    monkeypatch.setattr(exchange_module, "_STALE_WINDOW", 0.1)
 
     async def respond(req: Req, w: asyncio.StreamWriter) -> bool:
         if req.n == 2:
