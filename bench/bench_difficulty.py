@@ -29,14 +29,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import common
-from test_difficulty_samples import TRIVIAL_TURNS, hard_turn_text, request, tool_result, user
-from test_scan_equivalence import (
+from scan_reference import (
     go_source,
     pytest_log,
     ref_request_strikes,
     ref_response_strikes,
     ref_scan_text,
 )
+from test_difficulty_samples import TRIVIAL_TURNS, hard_turn_text, request, tool_result, user
 from tiergate.core.model import ChatRequest, ChatResponse, Message, TextPart, ToolCall
 from tiergate.formats.openai import parse_request
 from tiergate.routing import difficulty, strikes
