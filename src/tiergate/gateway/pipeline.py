@@ -34,6 +34,7 @@ from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
+from tiergate.gateway.usage import UsageRecord
 from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
@@ -372,53 +373,34 @@ class Gateway:
         metrics.observe_upstream(
             target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
         )
-        self.recorder.record(
-            "usage",
-            {
-                "request_id": ctx.request_id,
-                "ts": time.time(),
-                "workspace": ctx.workspace.name,
-                "router": router,
-                "model": target.model,
-                "channel": target.channel.name,
-                "key_index": target.key_index,
-                "tier": (
-                    ctx.plan.committer.served_tier(ctx.plan, target)
-                    if ctx.plan.committer is not None
-                    else None
-                ),
-                "status": status,
-                "stream": int(stream),
-                "input_tokens": u.input_tokens,
-                "cache_read_tokens": u.cache_read_tokens,
-                "cache_write_tokens": u.cache_write_tokens,
-                "output_tokens": u.output_tokens,
-                "cost_usd": cost,
-                "uncached_cost_usd": uncached_cost(u, model_cfg),
-                "latency_ms": latency_ms,
-                "attempts": attempts,
-                "session_hash": ctx.plan.session_hash,
-                "error_type": None if status == 200 else "upstream",
-            },
+        record = UsageRecord(
+            request_id=ctx.request_id,
+            ts=time.time(),
+            workspace=ctx.workspace.name,
+            router=router,
+            model=target.model,
+            channel=target.channel.name,
+            key_index=target.key_index,
+            tier=(
+                ctx.plan.committer.served_tier(ctx.plan, target)
+                if ctx.plan.committer is not None
+                else None
+            ),
+            status=status,
+            stream=stream,
+            input_tokens=u.input_tokens,
+            cache_read_tokens=u.cache_read_tokens,
+            cache_write_tokens=u.cache_write_tokens,
+            output_tokens=u.output_tokens,
+            cost_usd=cost,
+            uncached_cost_usd=uncached_cost(u, model_cfg),
+            latency_ms=latency_ms,
+            attempts=attempts,
+            session_hash=ctx.plan.session_hash,
+            error_type=None if status == 200 else "upstream",
         )
-        log.info(
-            "request",
-            extra={
-                "request_id": ctx.request_id,
-                "workspace": ctx.workspace.name,
-                "router": router,
-                "model": target.model,
-                "channel": target.channel.name,
-                "key_index": target.key_index,
-                "status": status,
-                "stream": stream,
-                "latency_ms": round(latency_ms, 2),
-                "input_tokens": u.input_tokens,
-                "cache_read_tokens": u.cache_read_tokens,
-                "output_tokens": u.output_tokens,
-                "cost_usd": round(cost, 8),
-            },
-        )
+        self.recorder.record("usage", record.row())
+        log.info("request", extra=record.log_fields())
 
     async def _commit(self, plan: RoutePlan, outcome: Outcome) -> None:
         try:
@@ -455,33 +437,19 @@ class Gateway:
         model = ctx.plan.models[0] if ctx.plan.models else None
         router = ctx.plan.router.name if ctx.plan.router else None
         metrics.observe_request(router, model, None, status, time.perf_counter() - ctx.started)
-        self.recorder.record(
-            "usage",
-            {
-                "request_id": ctx.request_id,
-                "ts": time.time(),
-                "workspace": ctx.workspace.name,
-                "router": router,
-                "model": model,
-                # Every column, as a served row has them: the recorder inserts a batch
-                # with one statement, which needs the same keys in every row.
-                "channel": None,
-                "key_index": None,
-                "tier": None,
-                "status": status,
-                "stream": int(ctx.req.stream),
-                "input_tokens": 0,
-                "cache_read_tokens": 0,
-                "cache_write_tokens": 0,
-                "output_tokens": 0,
-                "cost_usd": 0.0,
-                "uncached_cost_usd": 0.0,
-                "latency_ms": (time.perf_counter() - ctx.started) * 1000,
-                "attempts": 1,
-                "session_hash": ctx.plan.session_hash,
-                "error_type": getattr(err, "kind", "no_upstream"),
-            },
+        failed = UsageRecord(
+            request_id=ctx.request_id,
+            ts=time.time(),
+            workspace=ctx.workspace.name,
+            router=router,
+            model=model,
+            status=status,
+            stream=ctx.req.stream,
+            latency_ms=(time.perf_counter() - ctx.started) * 1000,
+            session_hash=ctx.plan.session_hash,
+            error_type=getattr(err, "kind", "no_upstream"),
         )
+        self.recorder.record("usage", failed.row())
         self.planner.commits.spawn(
             ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=status))
         )
