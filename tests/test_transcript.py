@@ -8,12 +8,12 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from tiergate.core.model import ChatRequest, ImagePart, Message, TextPart, ToolCall, ToolSpec
-from tiergate.gateway.planner import approx_prompt_tokens
 from tiergate.routing.difficulty import full_transcript_features
 from tiergate.routing.features import agent_state
 from tiergate.routing.transcript import (
     TranscriptCache,
     TranscriptSummary,
+    approx_prompt_tokens,
     fingerprint,
     summarize,
 )

@@ -416,19 +416,6 @@ class Planner:
                 self.recorder.record("audit", audit_row(ev, plan))
 
 
-def approx_prompt_tokens(req: ChatRequest) -> int:
-    """A cheap prompt-size estimate for capability checks (~4 characters a token,
-    the simulator's rule of thumb): one pass over lengths, no tokenizing."""
-    chars = len(req.system_text())
-    for m in req.messages:
-        chars += len(m.text())
-        for tc in m.tool_calls:
-            chars += len(tc.arguments) + len(tc.name)
-    for t in req.tools:
-        chars += len(t.name) + len(t.description) + 64
-    return chars // 4 + 4 * len(req.messages)
-
-
 def feedback_key(workspace_id: str, request_id: str) -> str:
     """The bandit's pending-feedback id: workspace-qualified, so one workspace's
     token cannot rate another workspace's requests."""

@@ -20,6 +20,7 @@ map (like the scan memo in routing.difficulty); a miss only costs a full pass.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 
 from tiergate.core.model import ChatRequest, ImagePart, Message
@@ -50,19 +51,12 @@ class TranscriptSummary:
     tool_calls: int = 0
 
     def copy(self) -> TranscriptSummary:
-        return TranscriptSummary(
-            self.count,
-            self.first,
-            self.last,
-            self.tally.copy(),
-            self.tool_messages,
-            self.chars,
-            self.images,
-            self.user_turns,
-            self.last_role,
-            set(self.tools_used),
-            set(self.files_edited),
-            self.tool_calls,
+        """An independent copy: the tally and the sets are the mutable parts."""
+        return dataclasses.replace(
+            self,
+            tally=self.tally.copy(),
+            tools_used=set(self.tools_used),
+            files_edited=set(self.files_edited),
         )
 
     def extends(self, req: ChatRequest) -> bool:
@@ -76,9 +70,8 @@ class TranscriptSummary:
         )
 
     def add(self, m: Message) -> None:
-        text = m.text()
-        self.tally.add(text)
-        self.chars += len(text)
+        self.tally.add(m.text())
+        self.chars += message_chars(m)
         if m.role == "user" and self.last_role != "user":
             self.user_turns += 1
         self.last_role = m.role
@@ -86,7 +79,6 @@ class TranscriptSummary:
             self.tool_messages = True
         for call in m.tool_calls:
             self.tally.add(call.arguments)
-            self.chars += len(call.arguments) + len(call.name)
             self.tool_messages = True
             self.tool_calls += 1
             self.tools_used.add(call.name)
@@ -118,11 +110,27 @@ class TranscriptSummary:
         )
 
     def prompt_tokens(self, req: ChatRequest) -> int:
-        """Equal to planner.approx_prompt_tokens(req): ~4 characters a token."""
-        chars = self.chars + len(req.system_text())
-        for t in req.tools:
-            chars += len(t.name) + len(t.description) + 64
-        return chars // 4 + 4 * len(req.messages)
+        """Equal to approx_prompt_tokens(req), from the summed message characters."""
+        return _prompt_tokens(self.chars, req)
+
+
+def message_chars(m: Message) -> int:
+    """Characters of a message the model reads: its text and its tool calls."""
+    return len(m.text()) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
+
+
+def approx_prompt_tokens(req: ChatRequest) -> int:
+    """A cheap prompt-size estimate for capability checks (~4 characters a token,
+    the simulator's rule of thumb): one pass over lengths, no tokenizing. The
+    planner gets it from the session summary instead (TranscriptSummary)."""
+    return _prompt_tokens(sum(message_chars(m) for m in req.messages), req)
+
+
+def _prompt_tokens(message_chars: int, req: ChatRequest) -> int:
+    chars = message_chars + len(req.system_text())
+    for t in req.tools:
+        chars += len(t.name) + len(t.description) + 64
+    return chars // 4 + 4 * len(req.messages)
 
 
 def summarize(req: ChatRequest, previous: TranscriptSummary | None = None) -> TranscriptSummary:
