@@ -26,14 +26,14 @@ from tiergate.config import ModelConfig, RouterConfig, Thresholds
 from tiergate.core.model import ChatRequest
 from tiergate.routing import dsl, linucb
 from tiergate.routing.difficulty import DifficultyFeatures, full_transcript_features, score
-from tiergate.routing.features import AgentState, agent_state
+from tiergate.routing.features import AgentState
 from tiergate.routing.tiers import (
     PoolReferenceError,
     TierPools,
     expand_model_refs,
     resolve_tier_pools,
 )
-from tiergate.routing.transcript import TranscriptSummary
+from tiergate.routing.transcript import TranscriptSummary, summarize
 
 Band = Literal["weak", "mid", "strong"]
 Tier = Literal["base", "strong"]
@@ -109,13 +109,16 @@ class StrategyContext:
     rules: Sequence[dsl.Rule] | None = None
     transcript: TranscriptSummary | None = None
 
+    def summary(self) -> TranscriptSummary:
+        """The whole-transcript facts: the session's summary, or one full pass."""
+        if self.transcript is None:
+            self.transcript = summarize(self.request)
+        return self.transcript
+
     def full_features(self) -> DifficultyFeatures:
         """`features`, or the full-transcript features computed once."""
         if self.features is None:
-            if self.transcript is not None:
-                self.features = self.transcript.features(self.request)
-            else:
-                self.features = full_transcript_features(self.request)
+            self.features = self.summary().features(self.request)
         return self.features
 
     def gate_score(self) -> float:
@@ -127,16 +130,11 @@ class StrategyContext:
     def agent_state(self) -> AgentState:
         """`agent`, or the request's agent state computed once."""
         if self.agent is None:
-            if self.transcript is not None:
-                self.agent = self.transcript.agent_state(self.request)
-            else:
-                self.agent = agent_state(self.request)
+            self.agent = self.summary().agent_state(self.request)
         return self.agent
 
     def has_images(self) -> bool:
-        if self.transcript is not None:
-            return self.transcript.images
-        return self.request.has_images()
+        return self.summary().images
 
     def bandit_context(self) -> np.ndarray:
         """The bandit's context vector for this request (`bandit_x` when given)."""
