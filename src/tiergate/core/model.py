@@ -94,6 +94,9 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool = False
     name: str | None = None
+    # a system message as the client sent it (with clear_at, output_config, ...),
+    # for an upstream of the client's own format; None for every other message
+    raw: dict[str, Any] | None = None
 
     def text(self) -> str:
         """All text parts joined, the form the scorers and strike producers read."""

@@ -326,8 +326,10 @@ def _add_messages(blocks: list[PromptBlock], messages: list[Any], system_role: b
             blocks.append(PromptBlock("<|system|>\n", marker=True))
             content = message.get("content")
             parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
-            if not isinstance(parts, list) or not parts:
-                raise _bad(f"messages.{i}.content: a system message needs content")
+            if content is None and isinstance(message.get("output_config"), dict):
+                parts = []  # a per-turn output_config alone
+            elif not isinstance(parts, list) or not parts:
+                raise _bad(f"messages.{i}: a system message needs content or output_config")
             blocks.extend(_content_block(p) for p in parts if isinstance(p, dict))
             continue  # tool_use ids stay open for the next user message
         if role not in ("user", "assistant"):

@@ -79,6 +79,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         _parse_message(raw, f"messages[{i}]", system, messages)
     if not messages:
         raise FormatError("at least one user or assistant message is required", "messages")
+    _apply_clear_at(messages)
     tools_raw = body.get("tools")
     tools = (
         [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
@@ -180,14 +181,15 @@ def _block_kind(b: dict[str, Any], path: str) -> str:
 def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Message]) -> None:
     m = expect_dict(raw, path)
     role = m.get("role")
-    blocks = _blocks(m.get("content"), f"{path}.content")
     if role == "system":
-        instruction = _parse_system_message(blocks, path)
+        instruction = _parse_system_message(m, path)
         if out:
-            out.append(Message("system", instruction))
+            out.append(Message("system", instruction, raw=m))
         else:  # before the conversation starts it is the system prompt
             system.extend(p for p in instruction if isinstance(p, TextPart) and p.text)
-    elif role == "user":
+        return
+    blocks = _blocks(m.get("content"), f"{path}.content")
+    if role == "user":
         results: list[Message] = []
         parts: list[Part] = []
         for j, block in enumerate(blocks):
@@ -212,9 +214,26 @@ def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Messag
         raise FormatError(f"unsupported role {role!r}", f"{path}.role")
 
 
-def _parse_system_message(blocks: list[Any], path: str) -> list[Part]:
+def _apply_clear_at(messages: list[Message]) -> None:
+    """A system message with `clear_at: "next_user_message"` is shown to the model
+    only until a later user message exists; upstreams that cannot be told so get
+    it emptied (Anthropic upstreams still receive it as sent, in `raw`)."""
+    later_user = False
+    for m in reversed(messages):
+        if m.role in ("user", "tool"):  # a tool_result message is a user message
+            later_user = True
+        elif later_user and m.raw is not None and m.raw.get("clear_at") == "next_user_message":
+            m.content = []
+
+
+def _parse_system_message(m: dict[str, Any], path: str) -> list[Part]:
+    """A mid-conversation system message's content. It may have none when it only
+    carries a per-turn `output_config`."""
+    content = m.get("content")
+    if content is None and opt_dict(m.get("output_config"), f"{path}.output_config"):
+        return []
     parts: list[Part] = []
-    for j, block in enumerate(blocks):
+    for j, block in enumerate(_blocks(content, f"{path}.content")):
         bpath = f"{path}.content[{j}]"
         b = expect_dict(block, bpath)
         if _block_kind(b, bpath) == "text":
@@ -363,7 +382,7 @@ def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         if choice is not None:
             body["tool_choice"] = choice
 
-    thinking = _render_thinking(req.thinking, max_tokens, messages)
+    thinking = _render_thinking(req.thinking, max_tokens, messages, same_format)
     if thinking is not None:
         body["thinking"] = thinking
     if thinking is None or thinking.get("type") == "disabled":
@@ -409,43 +428,53 @@ def _render_messages(
 
     `raw`: the client spoke this format, so its verbatim blocks go back as sent.
     A system message stays in place when the client sent it with the
-    mid-conversation-system beta; otherwise it is folded, marked, into the user
-    turn it sits next to (earlier models have no system role in `messages`).
+    mid-conversation-system beta. Otherwise (earlier models have no system role
+    in `messages`) it is folded, marked, into the next user message, after its
+    tool results, or into the previous one when no user message follows.
     """
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
             results.append(_tool_result_block(m, raw))
         elif m.role == "user":
-            blocks = results + _user_blocks(m.content, raw)
-            results = []
+            blocks = results + folded + _user_blocks(m.content, raw)
+            results, folded = [], []
             if blocks:
                 out.append({"role": "user", "content": blocks})
-        elif m.role == "system":
-            if results:
-                out.append({"role": "user", "content": results})
-                results = []
-            if system_in_place:
+        elif m.role == "system" and system_in_place:
+            _flush_user(out, results, folded)
+            results = []
+            if raw and m.raw is not None:
+                out.append(m.raw)  # as sent: clear_at and output_config included
+            else:
                 blocks = _user_blocks(m.content, raw)
                 if blocks:
                     out.append({"role": "system", "content": blocks})
-            elif m.text():
-                folded = {"type": "text", "text": folded_system_text(m)}
-                if out and out[-1]["role"] == "user":
-                    out[-1]["content"].append(folded)
-                else:
-                    out.append({"role": "user", "content": [folded]})
+        elif m.role == "system":
+            if m.text():
+                folded.append({"type": "text", "text": folded_system_text(m)})
         else:
-            if results:
-                out.append({"role": "user", "content": results})
-                results = []
+            _flush_user(out, results, folded)
+            results, folded = [], []
             blocks = _assistant_blocks(m, raw)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
-    if results:
-        out.append({"role": "user", "content": results})
+    _flush_user(out, results, folded)
     return out
+
+
+def _flush_user(
+    out: list[dict[str, Any]], results: list[dict[str, Any]], folded: list[dict[str, Any]]
+) -> None:
+    """Emit pending tool results (and folded system text) before a non-user message."""
+    if results:
+        out.append({"role": "user", "content": results + folded})
+    elif folded and out and out[-1]["role"] == "user":
+        out[-1]["content"].extend(folded)
+    elif folded:
+        out.append({"role": "user", "content": list(folded)})
 
 
 def _user_blocks(parts: list[Part], raw: bool) -> list[dict[str, Any]]:
@@ -575,14 +604,19 @@ def _render_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] |
 
 
 def _render_thinking(
-    thinking: dict[str, Any] | None, max_tokens: int, messages: list[dict[str, Any]]
+    thinking: dict[str, Any] | None,
+    max_tokens: int,
+    messages: list[dict[str, Any]],
+    same_format: bool,
 ) -> dict[str, Any] | None:
+    """The thinking config for the upstream. An Anthropic client's adaptive config
+    keeps its options (display, ...) and a newer type goes as sent."""
     if not thinking:
         return None
     kind = thinking.get("type")
     if kind == "disabled":
         return {"type": "disabled"}
-    if kind not in ("enabled", "adaptive"):
+    if kind not in ("enabled", "adaptive") and not (same_format and isinstance(kind, str)):
         return None
     # Mid tool loop, Anthropic demands the last assistant turn open with a signed
     # thinking block; a turn served by another provider has none, so think next turn.
@@ -594,7 +628,9 @@ def _render_thinking(
     ):
         return None
     if kind == "adaptive":
-        return {"type": "adaptive"}
+        return dict(thinking) if same_format else {"type": "adaptive"}
+    if kind != "enabled":
+        return dict(thinking)
     budget = thinking.get("budget_tokens")
     budget = budget if isinstance(budget, int) else DEFAULT_THINKING_BUDGET
     if max_tokens <= MIN_THINKING_BUDGET:

@@ -282,7 +282,11 @@ def render_request(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": p.text} for p in req.system if p.text
     ]
-    messages.extend(_render_message(m, deepseek) for m in req.messages)
+    messages.extend(
+        _render_message(m, deepseek)
+        for m in req.messages
+        if m.role != "system" or m.text()  # an emptied (cleared) system message goes
+    )
     body: dict[str, Any] = {"model": upstream_model, "messages": messages}
     tools = [t for t in req.tools if t.native is None]  # provider-defined tools: dropped
     if tools:
