@@ -163,7 +163,7 @@ def test_a_later_tool_turn_with_newer_blocks_is_served(
     sent = tool_turn(model, stream)
     reply = post_messages(gw, sent)
     assert reply.status_code == 200, reply.text
-    call, body = upstream_call(seen)
+    _, body = upstream_call(seen)
     if model == ANTHROPIC_MODEL:
         assert body["messages"][1] == sent["messages"][1]  # clear_at: Anthropic applies it
         assert body["speed"] == "standard"
