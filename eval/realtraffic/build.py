@@ -5,8 +5,9 @@ docs/real-traffic.md for licences and counts):
 
 - coder (text protocol): NL2Code/CodeR @ d6346834, trajs/*.traj (SWE-agent
   format, multi-agent);
-- mini-deepseek-a/-b (tool-call): SWE-agent/mini-swe-agent @ 3c7d1d7f and
-  ec0e8e84 (the refs of pull request #816), output/.../*.traj.json;
+- mini-deepseek (tool-call): SWE-agent/mini-swe-agent @ 3c7d1d7f (a commit of
+  pull request #816), output/deepseek_bench1/*.traj.json (the same files were
+  committed again as output/deepseek_chat_test_1-100 in ec0e8e84: one run);
 - openhands-glm (tool-call): ergt10/openhands_swebench @ 3f8ba937,
   .eval_sessions/sessions/*/events/*.json.
 
@@ -82,18 +83,10 @@ SOURCES = (
         "swe-agent",
     ),
     Source(
-        "mini-deepseek-a",
+        "mini-deepseek",
         "SWE-agent/mini-swe-agent",
         "3c7d1d7f8fb8630b187744215f67470b6755f60c",
         "output/deepseek_bench1",
-        r"\.traj\.json$",
-        "mini-swe-agent",
-    ),
-    Source(
-        "mini-deepseek-b",
-        "SWE-agent/mini-swe-agent",
-        "ec0e8e849fea5b1619deb1753007201000904672",
-        "output/deepseek_chat_test_1-100",
         r"\.traj\.json$",
         "mini-swe-agent",
     ),
