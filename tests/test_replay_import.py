@@ -113,6 +113,19 @@ def test_openhands_output_row_and_session_folder_agree(path: str) -> None:
     _assert_cumulative(doc)
 
 
+def test_openhands_before_function_calling_is_a_text_protocol() -> None:
+    doc = _one(TRACES / "openhands" / "legacy-output.jsonl")
+    assert doc["source"]["protocol"] == "text"
+    first, second, third = doc["turns"]  # run, run_ipython, finish
+    assert first["response"]["content"] == (
+        "Let me look at the CLI first.\n<execute_bash>\ncat cli.py\n</execute_bash>"
+    )
+    assert "<execute_ipython>" in second["response"]["content"]
+    assert _roles(third) == ["user", "assistant", "user", "assistant", "user"]
+    assert third["request"]["messages"][2]["content"].startswith("OBSERVATION:\nimport yaml")
+    _assert_cumulative(doc)
+
+
 def test_openhands_row_names_its_instance() -> None:
     assert _one(TRACES / "openhands" / "output.jsonl")["source"]["key"] == "demo__login-4"
     assert _one(TRACES / "openhands" / "session-7f3a")["source"]["key"] == "session-7f3a"
@@ -173,6 +186,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "demo__text-2.traj.json": "mini-swe-agent",
         "demo__parser-3.traj": "swe-agent",
         "output.jsonl": "openhands",
+        "legacy-output.jsonl": "openhands",
         "session-7f3a": "openhands",
         "5d0c1e8a.jsonl": "claude-code",
         "requests.jsonl": "openai",

@@ -9,6 +9,13 @@ observation answering a call as a `tool` message. An `error` observation
 that answers no call (a malformed call) goes back to the model as user text.
 Bookkeeping events (state changes, recalls) are not model traffic.
 
+Logs from before function calling (2024 CodeAct: events with no `source`
+and no `tool_call_metadata`) were a text protocol: the model answered with
+its thought and an `<execute_bash>` / `<execute_ipython>` block, and each
+observation went back as a user message. Their replies are rebuilt in that
+shape from the action's `thought` and command (the exact prompt template of
+the time is not in the log, so wording around the command is approximate).
+
 Inputs: an evaluation `output.jsonl` (one row per instance: `instance_id`,
 `history` of events, `metadata.llm_config.model`), or a session folder
 holding `events/<n>.json` (the file store of a running server).
@@ -53,6 +60,31 @@ def _flatten(history: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
             yield item
 
 
+_LEGACY_BLOCKS = {"run": ("execute_bash", "command"), "run_ipython": ("execute_ipython", "code")}
+
+
+def _legacy_reply(e: Mapping[str, Any]) -> dict[str, Any]:
+    """A pre-function-calling CodeAct reply: the thought, then the command block."""
+    thought = text_of(e.get("thought"))
+    block = _LEGACY_BLOCKS.get(str(e.get("action")))
+    if block is not None and e.get(block[1]):
+        tag, key = block
+        thought = f"{thought}\n<{tag}>\n{text_of(e[key])}\n</{tag}>".lstrip()
+    elif e.get("action") == "message":
+        thought = text_of(e.get("content")) or thought
+    return {"role": "assistant", "content": thought}
+
+
+def _legacy(t: Transcript, e: Mapping[str, Any], at: float | None) -> None:
+    if e.get("action") is not None:
+        if e.get("action") == "message" and not any(m["role"] == "user" for _, m in t.messages):
+            t.add({"role": "user", "content": text_of(e.get("content"))}, at=at)
+        else:
+            t.add(_legacy_reply(e), at=at)
+    elif e.get("observation") not in (None, *_SKIP_OBSERVATIONS):
+        t.add({"role": "user", "content": f"OBSERVATION:\n{text_of(e.get('content'))}"})
+
+
 def transcript(
     events: Iterable[Mapping[str, Any]], key: str, source: str, model: str | None
 ) -> Transcript:
@@ -63,7 +95,9 @@ def transcript(
         meta = e.get("tool_call_metadata") or {}
         args = e.get("args") or {}
         action, observation = e.get("action"), e.get("observation")
-        if action == "system":
+        if "source" not in e and not meta:
+            _legacy(t, e, at)
+        elif action == "system":
             t.add({"role": "system", "content": text_of(args.get("content") or e.get("message"))})
             if isinstance(args.get("tools"), list) and not t.tools:
                 t.tools = args["tools"]
@@ -105,7 +139,8 @@ def load(path: Path) -> list[Transcript]:
         for row in iter_json_lines(fh):
             if not isinstance(row, dict) or not isinstance(row.get("history"), list):
                 continue
-            llm = ((row.get("metadata") or {}).get("llm_config") or {}).get("model")
+            meta = row.get("metadata") or {}
+            llm = (meta.get("llm_config") or {}).get("model") or meta.get("model_name")
             key = str(row.get("instance_id") or f"{path.stem}-{len(out)}")
             out.append(
                 transcript(row["history"], key, str(path), llm if isinstance(llm, str) else None)
