@@ -92,6 +92,17 @@ def test_swe_agent_multi_agent_keeps_each_agent_its_own_history() -> None:
     prepare([doc], "test")
 
 
+def test_swe_agent_function_calling_answers_calls_by_tool_call_ids() -> None:
+    doc = _one(TRACES / "swe-agent" / "demo__fc-6.traj")
+    assert doc["source"]["framework"] == "swe-agent"
+    assert doc["source"]["protocol"] == "tool-call"
+    last = doc["turns"][1]["request"]["messages"]
+    assert [m["role"] for m in last] == ["system", "user", "assistant", "tool"]
+    assert last[3] == {"role": "tool", "tool_call_id": "call_fc1", "content": "344"}
+    assert "TimeDelta" in last[1]["content"]  # list-of-parts content read as text
+    _assert_cumulative(doc)
+
+
 @pytest.mark.parametrize("path", ["output.jsonl", "session-7f3a"])
 def test_openhands_output_row_and_session_folder_agree(path: str) -> None:
     doc = _one(TRACES / "openhands" / path)
@@ -185,6 +196,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "demo__calc-1.traj.json": "mini-swe-agent",
         "demo__text-2.traj.json": "mini-swe-agent",
         "demo__parser-3.traj": "swe-agent",
+        "demo__fc-6.traj": "swe-agent",
         "output.jsonl": "openhands",
         "legacy-output.jsonl": "openhands",
         "session-7f3a": "openhands",

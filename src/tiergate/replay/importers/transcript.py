@@ -119,9 +119,12 @@ def clean_message(raw: Mapping[str, Any]) -> dict[str, Any] | None:
             m["content"] = m["content"] or None
         return m
     if role == "tool":
+        # SWE-agent 1.x logs the answered calls as a list, `tool_call_ids`.
+        ids = raw.get("tool_call_ids")
+        call_id = raw.get("tool_call_id") or (ids[0] if isinstance(ids, list) and ids else None)
         return {
             "role": "tool",
-            "tool_call_id": str(raw.get("tool_call_id") or "call_0"),
+            "tool_call_id": str(call_id or "call_0"),
             "content": text_of(raw.get("content")),
         }
     return None
