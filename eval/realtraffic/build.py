@@ -144,6 +144,7 @@ def checkout(src: Source, repos: Path, into: Path) -> tuple[Path, int]:
 
 
 _SPACE = re.compile(r"\s+")
+_ISSUE_ENDS = ("</issue_description>", "</pr_description>")
 _ISSUE_MARKERS = ("ISSUE:\n", "Consider the following PR description:\n", "<issue_description>\n")
 
 
@@ -152,7 +153,10 @@ def issue_key(text: str) -> str | None:
     for marker in _ISSUE_MARKERS:
         i = text.find(marker)
         if i >= 0:
-            return _SPACE.sub(" ", text[i + len(marker) :]).strip()[:80]
+            issue = text[i + len(marker) :]
+            for end in _ISSUE_ENDS:
+                issue = issue.split(end, 1)[0]
+            return _SPACE.sub(" ", issue).strip()[:80]
     return None
 
 
@@ -174,7 +178,13 @@ def issue_index(roots: list[Path]) -> dict[str, str]:
     return index
 
 
-def build(repos: Path, out: Path, labels_path: Path, work: Path) -> dict[str, Any]:
+def build(
+    repos: Path,
+    out: Path,
+    labels_path: Path,
+    work: Path,
+    sources: tuple[Source, ...] = SOURCES,
+) -> dict[str, Any]:
     labels: Labels = load_labels(
         labels_path,
         "instance_id",
@@ -184,10 +194,10 @@ def build(repos: Path, out: Path, labels_path: Path, work: Path) -> dict[str, An
         include={"in_verified": "false"},  # Verified is held out
     )
     roots: dict[str, Path] = {}
-    for src in SOURCES:
+    for src in sources:
         roots[src.name], n = checkout(src, repos, work)
         print(f"{src.name}: {n} files from {src.repo}@{src.commit[:8]}", file=sys.stderr)
-    index = issue_index([roots[s.name] for s in SOURCES if s.fmt != "openhands"])
+    index = issue_index([roots[s.name] for s in sources if s.fmt != "openhands"])
 
     def by_issue(t: Transcript) -> str | None:
         key = issue_key(first_user_text(t))
@@ -198,7 +208,7 @@ def build(repos: Path, out: Path, labels_path: Path, work: Path) -> dict[str, An
     manifest: list[dict[str, Any]] = []
     counts: Counter[tuple[str, str, str]] = Counter()
     try:
-        for src in SOURCES:
+        for src in sources:
             stats = ImportStats()
             bar = tqdm(desc=f"import {src.name}", unit="file", file=sys.stderr)
             docs = import_sessions(
