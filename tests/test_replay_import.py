@@ -157,6 +157,26 @@ def test_claude_code_joins_streamed_blocks_and_skips_meta() -> None:
     _assert_cumulative(doc)
 
 
+def test_claude_code_sub_agent_file_is_its_own_session(tmp_path: Path) -> None:
+    main_lines = (TRACES / "claude-code" / "5d0c1e8a.jsonl").read_text().splitlines()
+    sub = []
+    for raw in main_lines:
+        line = orjson.loads(raw)
+        if line.get("type") in ("user", "assistant"):
+            line["isSidechain"] = True
+            line["agentId"] = "a1"
+        sub.append(orjson.dumps(line).decode())
+    (tmp_path / "agent-a1.jsonl").write_text("\n".join(sub) + "\n")
+    # A main session with a sub-agent line in it: that line is not main traffic.
+    stray = orjson.loads(sub[4])
+    stray["message"]["id"] = "msg_sub"
+    mixed = [*main_lines[:3], orjson.dumps(stray).decode(), *main_lines[3:]]
+    (tmp_path / "mixed.jsonl").write_text("\n".join(mixed) + "\n")
+    docs = {Path(d["source"]["file"]).name: d for d in import_sessions([tmp_path])}
+    assert len(docs["agent-a1.jsonl"]["turns"]) == 3
+    assert len(docs["mixed.jsonl"]["turns"]) == 3
+
+
 def test_openai_requests_are_grouped_into_conversations() -> None:
     docs = {d["session_id"]: d for d in import_sessions([TRACES / "openai" / "requests.jsonl"])}
     assert sorted(len(d["turns"]) for d in docs.values()) == [1, 1, 2]

@@ -8,8 +8,10 @@ assistant message. Tool results come back inside `user` lines as
 `tool_result` blocks. The Anthropic messages are converted to chat
 completions with tiergate's own codecs (the Anthropic parser, then the OpenAI
 renderer), as the gateway does for an Anthropic client. Sub-agent
-(`isSidechain`) lines and meta lines (slash-command echoes) are left out:
-they are separate conversations.
+(`isSidechain`) lines inside a main session and meta lines (slash-command
+echoes) are left out: they are separate conversations. A file holding only
+sub-agent lines (newer versions write each sub-agent to its own
+`agent-*.jsonl`) is imported as the session it is.
 """
 
 from __future__ import annotations
@@ -41,6 +43,13 @@ def _blocks(content: Any) -> list[dict[str, Any]]:
     return [b for b in content or () if isinstance(b, dict)]
 
 
+def _conversation_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """User and assistant lines of the file's own conversation."""
+    talk = [d for d in lines if d.get("type") in ("user", "assistant") and not d.get("isMeta")]
+    main = [d for d in talk if not d.get("isSidechain")]
+    return main or talk
+
+
 def _anthropic_messages(
     lines: list[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], list[float | None], str | None]:
@@ -53,8 +62,6 @@ def _anthropic_messages(
         kind = line.get("type")
         msg = line.get("message")
         if kind not in ("user", "assistant") or not isinstance(msg, dict):
-            continue
-        if line.get("isSidechain") or line.get("isMeta"):
             continue
         blocks = [
             b
@@ -83,7 +90,7 @@ def _anthropic_messages(
 
 
 def _transcript(lines: list[dict[str, Any]], key: str, source: str) -> Transcript | None:
-    messages, times, model = _anthropic_messages(lines)
+    messages, times, model = _anthropic_messages(_conversation_lines(lines))
     if not any(m["role"] == "assistant" for m in messages):
         return None
     while messages and messages[0]["role"] != "user":
