@@ -33,7 +33,7 @@ from tiergate.config_store import (
 from tiergate.gateway.asgi import GatewayApp
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.errors import GatewayError
-from tiergate.gateway.inbound import ANTHROPIC, OPENAI
+from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES
 from tiergate.gateway.lanes import LaneGlue, make_session_tiers
 from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
@@ -125,8 +125,12 @@ def create_app(
     async def messages(request: Request) -> Response:
         return await gateway.handle(ANTHROPIC, request)
 
+    async def responses(request: Request) -> Response:
+        return await gateway.handle(RESPONSES, request)
+
     async def explain(request: Request) -> Response:
-        fmt = ANTHROPIC if request.query_params.get("format") == "anthropic" else OPENAI
+        named = {"anthropic": ANTHROPIC, "responses": RESPONSES}
+        fmt = named.get(request.query_params.get("format", ""), OPENAI)
         return await gateway.explain(fmt, request)
 
     async def models(request: Request) -> Response:
@@ -225,6 +229,7 @@ def create_app(
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/orcarouter/explain", explain, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),
