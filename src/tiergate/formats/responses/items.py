@@ -73,7 +73,10 @@ def reasoning_item(item_id: str, text: str, signature: str | None) -> dict[str, 
 def render_usage(u: Usage) -> dict[str, Any]:
     return {
         "input_tokens": u.input_tokens,
-        "input_tokens_details": {"cached_tokens": u.cache_read_tokens},
+        "input_tokens_details": {
+            "cached_tokens": u.cache_read_tokens,
+            "cache_write_tokens": u.cache_write_tokens,
+        },
         "output_tokens": u.output_tokens,
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": u.input_tokens + u.output_tokens,

@@ -67,7 +67,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     if not messages:
         raise FormatError("input has no message for the model to answer", "input")
 
-    tools, kinds, accepted = parse_tools(body.get("tools"))
+    tools, routes, accepted = parse_tools(body.get("tools"))
     tool_choice, tools = parse_tool_choice(body.get("tool_choice"), tools)
     text = opt_dict(body.get("text"), "text")
     reasoning = opt_dict(body.get("reasoning"), "reasoning")
@@ -93,7 +93,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         prompt_cache_key=opt_str(body.get("prompt_cache_key"), "prompt_cache_key"),
         # Never forwarded (no upstream speaks this format): what the reply renders from.
         extra={
-            "tool_kinds": kinds,
+            "tool_routes": routes,
             "echo": {
                 "instructions": body.get("instructions"),
                 "reasoning": reasoning,

@@ -14,12 +14,12 @@ from tiergate.formats.responses.items import (
     now,
     reasoning_item,
 )
-from tiergate.formats.responses.tools import ToolKind, call_item
+from tiergate.formats.responses.tools import FUNCTION, ToolRoute, call_item
 
 
 def render_response(resp: ChatResponse, req: ChatRequest) -> dict[str, Any]:
     """The Response object for a whole (non-streamed) reply."""
-    kinds: dict[str, ToolKind] = req.extra.get("tool_kinds", {})
+    routes: dict[str, ToolRoute] = req.extra.get("tool_routes", {})
     output: list[dict[str, Any]] = []
     thinking = [p for p in resp.content if isinstance(p, ThinkingPart) and not p.redacted]
     if thinking:
@@ -30,8 +30,8 @@ def render_response(resp: ChatResponse, req: ChatRequest) -> dict[str, Any]:
     if text or not resp.tool_calls:
         output.append(message_item(new_id("msg"), text, "completed"))
     for call in resp.tool_calls:
-        kind = kinds.get(call.name, "function")
-        output.append(call_item(call, kind, new_id(ITEM_PREFIX[kind]), "completed"))
+        route = routes.get(call.name, FUNCTION)
+        output.append(call_item(call, route, new_id(ITEM_PREFIX[route.kind]), "completed"))
     status, incomplete, error = final_status(resp.finish_reason)
     return envelope(
         new_id("resp"),

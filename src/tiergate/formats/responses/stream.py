@@ -44,7 +44,7 @@ from tiergate.formats.responses.items import (
     output_text,
     reasoning_item,
 )
-from tiergate.formats.responses.tools import ToolKind, call_item
+from tiergate.formats.responses.tools import FUNCTION, ToolRoute, call_item
 from tiergate.formats.sse import encode_sse
 
 _TERMINAL = {
@@ -58,19 +58,20 @@ _TERMINAL = {
 class _Open:
     """An output item being streamed: text, reasoning or a tool call."""
 
-    kind: str  # "message", "reasoning" or a ToolKind
+    kind: str  # "message", "reasoning" or the ToolKind of `route`
     item_id: str
     index: int
     chunks: list[str] = field(default_factory=list)
     signature: str | None = None
     call_id: str = ""
     name: str = ""
+    route: ToolRoute = FUNCTION
 
 
 class StreamRenderer:
     def __init__(self, req: ChatRequest) -> None:
         self.req = req
-        self.kinds: dict[str, ToolKind] = req.extra.get("tool_kinds", {})
+        self.routes: dict[str, ToolRoute] = req.extra.get("tool_routes", {})
         self.response_id = new_id("resp")
         self.created_at = now()
         self._seq = 0
@@ -171,12 +172,12 @@ class StreamRenderer:
         return out
 
     def _tool_start(self, event: ToolCallStart) -> bytes:
-        kind = self.kinds.get(event.name, "function")
-        item = self._open(kind, ITEM_PREFIX[kind])
-        item.call_id, item.name = event.id, event.name
+        route = self.routes.get(event.name, FUNCTION)
+        item = self._open(route.kind, ITEM_PREFIX[route.kind])
+        item.call_id, item.name, item.route = event.id, event.name, route
         self._tools[event.index] = item
-        added = call_item(ToolCall(event.id, event.name, ""), kind, item.item_id, "in_progress")
-        if kind == "custom":
+        added = call_item(ToolCall(event.id, event.name, ""), route, item.item_id, "in_progress")
+        if route.kind == "custom":
             added["input"] = ""
         return self._event(
             "response.output_item.added", {"output_index": item.index, "item": added}
@@ -224,8 +225,8 @@ class StreamRenderer:
 
     def _close_tool(self, item: _Open) -> bytes:
         call = ToolCall(item.call_id, item.name, "".join(item.chunks))
-        kind: ToolKind = item.kind  # type: ignore[assignment]  # tools are opened with a ToolKind
-        whole = call_item(call, kind, item.item_id, "completed")
+        kind = item.route.kind
+        whole = call_item(call, item.route, item.item_id, "completed")
         where = {"item_id": item.item_id, "output_index": item.index}
         out = b""
         if kind == "function":
