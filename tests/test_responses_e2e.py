@@ -378,3 +378,23 @@ def test_arbitrary_responses_bodies_get_a_clean_answer(gw: ServerThread, body: A
         assert isinstance(err["message"], str) and err["type"] == "invalid_request_error"
     else:
         assert r.json()["object"] == "response"
+
+
+def test_explain_reads_a_responses_body(gw: ServerThread) -> None:
+    """`?format=responses` plans a Responses body; the session comes from Codex's header."""
+    r = httpx.post(
+        f"{gw.url}/v1/orcarouter/explain?format=responses",
+        json={"model": "orcarouter/coding", "instructions": "Be brief.", "input": "Hi"},
+        headers={"Authorization": f"Bearer {TOKEN}", "session-id": "codex-explain"},
+    )
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["router"] == "coding" and plan["would_serve"] == "openai/gpt-5-mini"
+    assert plan["session"]["source"] == "header:session-id"
+    refused = httpx.post(
+        f"{gw.url}/v1/orcarouter/explain?format=responses",
+        json={"model": "orcarouter/coding", "input": "Hi", "previous_response_id": "resp_1"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["type"] == "invalid_request_error"
