@@ -32,6 +32,8 @@ from tiergate.config_store import (
 )
 from tiergate.gateway.asgi import GatewayApp
 from tiergate.gateway.auth import TokenTable
+from tiergate.gateway.count_tokens import count_tokens_endpoint
+from tiergate.gateway.embeddings import embeddings_endpoint
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES
 from tiergate.gateway.lanes import LaneGlue, make_session_tiers
@@ -127,6 +129,12 @@ def create_app(
 
     async def responses(request: Request) -> Response:
         return await gateway.handle(RESPONSES, request)
+
+    async def count_tokens(request: Request) -> Response:
+        return await count_tokens_endpoint(gateway, request)
+
+    async def embeddings(request: Request) -> Response:
+        return await embeddings_endpoint(gateway, request)
 
     async def explain(request: Request) -> Response:
         named = {"anthropic": ANTHROPIC, "responses": RESPONSES}
@@ -230,6 +238,8 @@ def create_app(
             Route("/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
             Route("/v1/responses", responses, methods=["POST"]),
+            Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
+            Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/orcarouter/explain", explain, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from starlette.requests import Request
 
 import tiergate.formats.anthropic as anthropic_fmt
 import tiergate.formats.openai as openai_fmt
@@ -35,6 +36,8 @@ class InboundFormat:
     error_body: Callable[[int, str, str | None], dict[str, Any]]
     #: an error after the stream opened, given the stream's renderer
     stream_error: Callable[[Renderer, int, str], bytes]
+    # what the format reads from the request beyond its body (headers, query)
+    read_transport: Callable[[ChatRequest, Request], None] | None = None
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -57,6 +60,15 @@ OPENAI = InboundFormat(
     stream_error=lambda _, status, msg: encode_sse(orjson.dumps(openai_error_body(status, msg))),
 )
 
+
+def _anthropic_transport(req: ChatRequest, request: Request) -> None:
+    """`anthropic-beta` headers and the SDK's `?beta=true`, for Anthropic upstreams."""
+    req.betas = anthropic_fmt.parse_betas(request.headers.getlist("anthropic-beta"))
+    req.beta_query = bool(request.scope.get("query_string")) and (
+        request.query_params.get("beta") == "true"
+    )
+
+
 ANTHROPIC = InboundFormat(
     name="anthropic",
     parse_request=anthropic_fmt.parse_request,
@@ -66,6 +78,7 @@ ANTHROPIC = InboundFormat(
     stream_error=lambda _, status, msg: encode_sse(
         orjson.dumps(anthropic_error_body(status, msg)), event="error"
     ),
+    read_transport=_anthropic_transport,
 )
 
 

@@ -3,7 +3,8 @@
 The input is a list of items. Items the assistant produced (reasoning,
 assistant messages, function/custom/shell calls) that follow one another form
 one assistant message; a user message or a tool output ends it. System and
-developer messages join the system prompt, as in chat completions.
+developer messages before the conversation join the system prompt; later ones
+stay in place as system messages, as in chat completions.
 
 Refused with a 400 because they need state tiergate does not keep (it stores no
 responses, and `store: false` is what Codex sends): `previous_response_id`,
@@ -161,7 +162,11 @@ def _parse_message(
     if content is None:
         raise FormatError("a message needs content", f"{path}.content")
     if role in ("system", "developer"):
-        system.extend(p for p in _text_parts(content, f"{path}.content") if p.text)
+        texts: list[Part] = [p for p in _text_parts(content, f"{path}.content") if p.text]
+        if out:  # inside the conversation: kept in place, as in chat completions
+            out.append(Message("system", texts))
+        else:  # before it: the system prompt
+            system.extend(p for p in texts if isinstance(p, TextPart))
     elif role == "user":
         out.append(Message("user", _user_parts(content, f"{path}.content")))
     elif role == "assistant":
