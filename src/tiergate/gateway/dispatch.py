@@ -4,7 +4,8 @@ A failed attempt is retried on another key or channel while the attempt count
 and the retry time budget allow, and only before anything reached the client:
 for streams the first upstream event is awaited before the response starts,
 so a failure up to that point is still retryable. Health feedback (cooldowns,
-key disabling) is reported to the distributor on every attempt.
+key disabling) is reported to the distributor on every attempt, except an answer
+the provider already gave this same body on another key (counted once).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ async def _first_success(
     the retry policy; report every outcome to the distributor's health."""
     start = time.monotonic()
     last: UpstreamError | None = None
+    answers: set[tuple[str, int]] = set()  # the provider's answers to this body so far
     n = 0
     for target in distributor.attempts(models, pin):
         n += 1
@@ -59,7 +61,8 @@ async def _first_success(
             result = await attempt(target)
         except UpstreamError as err:
             last = err
-            _report(distributor, target, err)
+            if not _repeats_for_this_body(err, answers):
+                _report(distributor, target, err)
             if not _may_retry(err, n, start, policy):
                 break
             continue
@@ -109,6 +112,21 @@ async def open_stream(
 
     (first, rest), served = await _first_success(models, pin, distributor, policy, attempt)
     return first, rest, served
+
+
+def _repeats_for_this_body(err: UpstreamError, answers: set[tuple[str, int]]) -> bool:
+    """True when the provider already gave this request's body the same answer on
+    another key: evidence about the request, not about the keys, so it is counted
+    once. Without this, one client's bad body (a 500 on every attempt) cooled down
+    every key it was retried on, and the channel was gone for every tenant.
+    Connection failures and timeouts are not answers to the body and always count."""
+    if err.kind not in ("status", "malformed") or err.disables_key:
+        return False
+    answer = (err.kind, err.status)
+    if answer in answers:
+        return True
+    answers.add(answer)
+    return False
 
 
 def _report(distributor: Distributor, target: Target, err: UpstreamError) -> None:

@@ -196,18 +196,24 @@ class Distributor:
 
     def unavailable_reason(self, models: list[str]) -> tuple[int, float | None]:
         """Why nothing could be attempted: (429, seconds until a key is free) when
-        every serving key is cooling down after rate limits, else (503, None)."""
+        every serving key is cooling down after rate limits, else (503, seconds
+        until the first cooling key or channel is tried again, None when none is
+        cooling: every key disabled or every channel switched off)."""
         now = self.clock()
         waits, statuses = [], set()
         for m in models:
             for ch in self._by_model.get(m, ()):
+                if not ch.config.enabled:
+                    continue
                 for k in ch.keys:
-                    if k.enabled and k.cooldown_until > now:
-                        waits.append(k.cooldown_until - now)
-                        statuses.add(k.last_status)
+                    if k.enabled:
+                        until = max(k.cooldown_until, ch.cooldown_until)
+                        if until > now:
+                            waits.append(until - now)
+                            statuses.add(k.last_status)
         if waits and statuses == {429}:
             return 429, min(waits)
-        return 503, None
+        return 503, min(waits) if waits else None
 
     def report_failure(
         self, t: Target, *, disable_key: bool, retry_after: float | None, status: int = 0
