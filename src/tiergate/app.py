@@ -24,6 +24,7 @@ from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
 from tiergate.config import GatewayConfig, source_document
+from tiergate.config_secrets import SecretsAtRest
 from tiergate.config_store import (
     ConfigRepository,
     ConfigSync,
@@ -99,13 +100,16 @@ def create_app(
         gateway.reload(new_cfg, reenabled)
         state.cfg = new_cfg
 
+    seed = source_document(cfg)
     repo: ConfigRepository = (
-        SqlConfigRepository(engine) if engine is not None else MemoryConfigRepository()
+        SecretsAtRest.for_seed(SqlConfigRepository(engine), seed)
+        if engine is not None
+        else MemoryConfigRepository()
     )
     sync = ConfigSync(
         repo,
         store,
-        source_document(cfg),
+        seed,
         apply_config,
         poll_seconds=cfg.server.config_poll_seconds,
         env=env,
