@@ -216,6 +216,7 @@ def create_app(
         finally:
             await sync.close()
             await gateway.drain()
+            await tiers.close()  # a last try at completions the lane store missed
             await recorder.close()
             await http.close()
             await store.close()

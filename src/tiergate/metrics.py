@@ -97,6 +97,21 @@ LEASE_CONFLICTS_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+SESSION_TIER_STORAGE_ERRORS_TOTAL = Counter(
+    "session_tier_storage_errors",
+    "Lane-store operations that failed because the store was unreachable "
+    "(op: acquire, finalize, retry).",
+    ["op"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+SESSION_TIER_PENDING_COMPLETIONS = Gauge(
+    "session_tier_pending_completions",
+    "Lane completions not yet recorded because the lane store was unreachable; "
+    "retried until recorded or their lease expires.",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
 FEEDBACK_TOTAL = Counter(
     "feedback",
     "Client feedback calls, by result (credited, recorded, unknown).",
