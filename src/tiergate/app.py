@@ -35,6 +35,7 @@ from tiergate.gateway.asgi import GatewayApp
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI
+from tiergate.gateway.key_probe import KeyProber
 from tiergate.gateway.lanes import LaneGlue, make_session_tiers
 from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
@@ -95,6 +96,7 @@ def create_app(
         LaneGlue(tiers, distributor),
     )
     state = AppState(cfg, gateway, http, recorder, store)
+    prober = KeyProber(lambda: (gateway.distributor, gateway.providers))
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
         gateway.reload(new_cfg, reenabled)
@@ -211,9 +213,11 @@ def create_app(
             log.warning("stored config not loaded at start-up", extra={"error": type(err).__name__})
         sync.start()
         recorder.start()
+        prober.start()
         try:
             yield
         finally:
+            await prober.close()
             await sync.close()
             await gateway.drain()
             await tiers.close()  # a last try at completions the lane store missed

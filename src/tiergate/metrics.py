@@ -140,6 +140,32 @@ ADMIN_AUTH_FAILURES_TOTAL = Counter(
     registry=REGISTRY,
 )
 
+# ---- upstream keys -----------------------------------------------------------
+
+UPSTREAM_KEY_STATE = Gauge(
+    "upstream_key_state",
+    "1 for each key's current state (ok, cooling_down, auth_failed: disabled by a "
+    "401/403 and probed, disabled: by the operator), 0 for the others.",
+    ["channel", "key", "state"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_PROBES_TOTAL = Counter(
+    "upstream_key_probes",
+    "Background probes of keys a 401/403 disabled (result: answered, refused, failed).",
+    ["channel", "result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_STATES = ("ok", "cooling_down", "auth_failed", "disabled")
+
+
+def observe_key_health(health: list[tuple[str, int, str]]) -> None:
+    for channel, index, current in health:
+        for state in KEY_STATES:
+            UPSTREAM_KEY_STATE.labels(channel, str(index), state).set(int(state == current))
+
+
 # ---- state storage -----------------------------------------------------------
 
 STATE_STORE_ERRORS_TOTAL = Counter(
