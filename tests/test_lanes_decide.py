@@ -289,8 +289,18 @@ def test_live_lease_is_busy() -> None:
 def test_expired_lane_or_new_revision_is_no_binding() -> None:
     leased = binding(model="openai:m2").evolve(lease_id="L1", lease_expires_at=NOW + TTL)
     assert acquire(leased, [user()], now=NOW + TTL).new_binding  # expired with its lease
-    plan = acquire(leased, [user()], revision="new-rev")
+    plan = acquire(binding(model="openai:m2"), [user()], revision="new-rev")
     assert plan.new_binding and plan.approval == Approval("openai:m1", 1)
+
+
+def test_a_lease_holds_across_a_revision_change() -> None:
+    """ "An in-flight request holds a lease": a new policy revision invalidates the
+    binding, not the request still running on it (issue #16)."""
+    leased = binding(model="openai:m2").evolve(lease_id="L1", lease_expires_at=NOW + 5)
+    with pytest.raises(SessionTierError) as info:
+        acquire(leased, [user()], revision="new-rev")
+    assert (info.value.status, info.value.code) == (409, "session_tier_busy")
+    assert acquire(leased, [user()], revision="new-rev", now=NOW + 6).new_binding
 
 
 def held(current: LaneRecord, lease: str = "L1") -> LaneRecord:

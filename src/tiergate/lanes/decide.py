@@ -217,13 +217,14 @@ def plan_acquire(
     """Take the lane's lease for this turn, or raise 409 busy / 503 route unavailable.
 
     An expired record or one from another policy revision is no binding at all
-    (the lane is invalidated). Nothing is written when this raises.
+    (the lane is invalidated), but a lease in force holds whatever the revision:
+    the request holding it is still running. Nothing is written when this raises.
     """
     base = current if current is not None and current.live(now) else None
-    if base is not None and base.revision != revision:
-        base = None
     if base is not None and base.leased(now):
         raise busy()
+    if base is not None and base.revision != revision:
+        base = None
     requested = Approval(turn.approved_model, turn.approved_tier)
     changed = deferred = False
     if base is None:

@@ -40,7 +40,7 @@ from tiergate.lanes.errors import (
     storage_unavailable,
 )
 from tiergate.lanes.hashing import revision_hash, scope_hash
-from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier
+from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier, strip_session_tier
 from tiergate.lanes.outage import OutageLog
 from tiergate.lanes.pending import PendingCompletions
 from tiergate.lanes.settings import SessionTierSettings
@@ -277,9 +277,11 @@ class SessionTiers:
     def extract(
         self, body: dict[str, Any], model: str | None = None, *, pinned: bool = False
     ) -> tuple[dict[str, Any], TierTurn | None]:
-        """Take tier metadata out of the body; when disabled return the body untouched."""
+        """Take tier metadata out of the body. When the feature is off it is removed
+        all the same, unvalidated (a provider rejects `session_tier` as an unknown
+        parameter, and it carries the raw session id), and ignored."""
         if not self.enabled:
-            return body, None
+            return strip_session_tier(body), None
         return extract_session_tier(body, model, pinned=pinned)
 
     def scope(self, principal: str, turn: TierTurn) -> str:
