@@ -269,12 +269,16 @@ async def test_revision_change_invalidates_the_lane(make_store: StoreFactory) ->
     held = await prepare(tiers, turn(model="openai:m2", tier=2), [user(), user("again")])
     assert held.approval_deferred and held.approved_model == "openai:m1"
     assert held.candidates[0].route_id == "azure-east/m1"  # the actual route first
-    # a new reviewed policy: the lane is invalidated even while leased
+    # a new reviewed policy invalidates the binding, not the request still holding
+    # its lease (issue #16): a concurrent request for the lane still gets 409
     tiers.set_revision("rev-2")
+    await expect_error(
+        prepare(tiers, turn(model="openai:m2", tier=2), [user()]), 409, "session_tier_busy"
+    )
+    assert await tiers.finalize(held, TurnOutcome(True))  # the lease ends normally
     fresh = await prepare(tiers, turn(model="openai:m2", tier=2), [user()])
     assert fresh.new_binding and fresh.approved_model == "openai:m2"
     assert fresh.candidates == (CANDIDATES[2],)
-    assert not await tiers.finalize(held, TurnOutcome(True))  # the old lease is gone
 
 
 async def test_credential_failure_invalidates_only_that_lane(make_store: StoreFactory) -> None:

@@ -93,7 +93,7 @@ def create_app(
         make_providers(http),
         Planner(cfg, distributor, store, recorder),
         recorder,
-        LaneGlue(tiers, distributor),
+        LaneGlue(tiers, distributor, cfg),
     )
     state = AppState(cfg, gateway, http, recorder, store)
     prober = KeyProber(lambda: (gateway.distributor, gateway.providers))

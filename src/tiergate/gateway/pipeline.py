@@ -35,7 +35,7 @@ from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.gateway.usage import UsageRecord
-from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
+from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
 from tiergate.reload import rebuild_distributor
@@ -80,12 +80,11 @@ class Gateway:
         distributor = rebuild_distributor(cfg, self.distributor, reenabled)
         old = self.planner
         planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
-        self.lanes.tiers.set_revision(policy_revision(cfg))
+        self.lanes.reload(cfg, distributor)
         self.cfg = cfg
         self.tokens = TokenTable(cfg.workspaces)
         self.distributor = distributor
         self.planner = planner
-        self.lanes.distributor = distributor
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
 
     # ---- entry point ---------------------------------------------------------

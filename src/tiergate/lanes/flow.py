@@ -294,12 +294,15 @@ class SessionTiers:
         messages: Sequence[Message],
         candidates: Sequence[RouteCandidate],
         admit: Admit | None = None,
+        revision: str | None = None,
     ) -> PreparedTurn:
+        """`revision`: this lane's own policy revision (lanes/revision.py); without
+        it, the one set for every lane (`set_revision`)."""
         return await acquire(
             self.store,
             scope=self.scope(principal, turn),
             turn=turn,
-            revision=self._revision,
+            revision=self._revision if revision is None else revision_hash(revision),
             messages=messages,
             candidates=candidates,
             ttl=self.settings.ttl_seconds,
