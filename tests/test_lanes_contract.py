@@ -522,3 +522,29 @@ def test_migration_is_additive_and_idempotent(tmp_path: Path) -> None:
         assert conn.execute("SELECT n FROM usage").fetchall() == [(7,)]
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert {"usage", "session_tiers", "session_tiers_expires_at"} <= names
+
+
+async def test_migrate_adds_the_turn_mark_column_to_an_older_table(tmp_path: Path) -> None:
+    """A table created by the first release (no completed_turn column) is
+    extended in place by migrate, rows kept, and the store works on it."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE session_tiers (scope TEXT PRIMARY KEY, lane TEXT NOT NULL, "
+            "approved_model TEXT NOT NULL, approved_tier INTEGER NOT NULL, actual_route TEXT, "
+            "revision TEXT NOT NULL, expires_at REAL NOT NULL, generation INTEGER NOT NULL, "
+            "completed_user_turns INTEGER NOT NULL, last_turn_ok INTEGER NOT NULL, "
+            "tools_unknown INTEGER NOT NULL, outstanding TEXT NOT NULL, lease_id TEXT, "
+            "lease_expires_at REAL, etag TEXT NOT NULL)"
+        )
+    migrate(path)
+    migrate(path)  # idempotent
+    with sqlite3.connect(path) as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(session_tiers)")}
+    assert "completed_turn" in columns
+    store = SqliteLaneStore(path)
+    clock = Clock()
+    tiers = tiers_on(store, clock)
+    p = await prepare(tiers)
+    assert await tiers.finalize(p, TurnOutcome(True, "azure-east/m1", ()))
+    await store.close()

@@ -23,6 +23,7 @@ from typing import Any
 from tiergate.core.model import Message
 from tiergate.lanes.decide import (
     AcquirePlan,
+    RequestFacts,
     RouteCandidate,
     TurnOutcome,
     check_tool_limits,
@@ -64,6 +65,7 @@ class Lease:
     expires_at: float
     resolved: frozenset[str]  # outstanding tool hashes this request answers
     user_turns: int
+    turn_mark: str | None = None  # the request's last user turn (decide._turn_mark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +129,7 @@ async def acquire(
             current = await store.load(scope, now)
             mine = tried.get(current.record.lease_id or "") if current is not None else None
             if mine is not None:
-                return _prepared(mine, scope, turn, facts.user_turns, now + ttl)
+                return _prepared(mine, scope, turn, facts, now + ttl)
             plan = plan_acquire(
                 current.record if current else None,
                 scope=scope,
@@ -155,12 +157,12 @@ async def acquire(
         if outage is not None:
             outage.succeeded()
         if swapped:
-            return _prepared(plan, scope, turn, facts.user_turns, now + ttl)
+            return _prepared(plan, scope, turn, facts, now + ttl)
     raise busy()
 
 
 def _prepared(
-    plan: AcquirePlan, scope: str, turn: TierTurn, user_turns: int, expires_at: float
+    plan: AcquirePlan, scope: str, turn: TierTurn, facts: RequestFacts, expires_at: float
 ) -> PreparedTurn:
     assert plan.record.lease_id is not None
     return PreparedTurn(
@@ -169,7 +171,8 @@ def _prepared(
             lease_id=plan.record.lease_id,
             expires_at=expires_at,
             resolved=plan.resolved,
-            user_turns=user_turns,
+            user_turns=facts.user_turns,
+            turn_mark=facts.turn_mark,
         ),
         kind=turn.kind,
         lane=turn.lane,
@@ -217,6 +220,7 @@ async def finalize(
                 lease_id=lease.lease_id,
                 resolved=lease.resolved,
                 user_turns=lease.user_turns,
+                turn_mark=lease.turn_mark,
                 outcome=outcome,
                 now=now,
                 ttl=ttl,
