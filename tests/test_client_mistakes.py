@@ -145,3 +145,21 @@ def test_one_bad_body_does_not_take_the_channel_from_other_tenants(
             assert r.status_code == 200, r.text
             r = post(gw, CHAT, body(CHAT, "orcarouter/coding"), token="tg-other-token")
             assert r.status_code == 200, r.text
+
+
+def test_the_same_answer_on_every_key_never_cools_the_last_usable_key(
+    sim: ServerThread,
+) -> None:
+    """A channel with two keys: the body is refused with a 500 on both. One key is
+    cooled (counted once), never both, so the channel stays in service."""
+    raw = gateway_config(sim.url, server={"cooldown_seconds": 60, "max_attempts": 2})
+    raw["channels"][0]["keys"] = ["sk-a", "sk-b"]
+    with ServerThread(create_app(parse_config(raw))) as gw:
+        httpx.post(
+            f"{sim.url}/_sim/faults",
+            json={"kind": "status", "status": 500, "count": 2, "model": "gpt-5-mini"},
+        )
+        assert post(gw, CHAT, body(CHAT, "openai/gpt-5-mini")).status_code == 502
+        for _ in range(3):
+            r = post(gw, CHAT, body(CHAT, "openai/gpt-5-mini"), token="tg-other-token")
+            assert r.status_code == 200, r.text
