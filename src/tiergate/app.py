@@ -24,6 +24,7 @@ from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
 from tiergate.config import GatewayConfig, source_document
+from tiergate.config_secrets import SecretsAtRest
 from tiergate.config_store import (
     ConfigRepository,
     ConfigSync,
@@ -36,6 +37,7 @@ from tiergate.gateway.count_tokens import count_tokens_endpoint
 from tiergate.gateway.embeddings import embeddings_endpoint
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES
+from tiergate.gateway.key_probe import KeyProber
 from tiergate.gateway.lanes import LaneGlue, make_session_tiers
 from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
@@ -93,21 +95,25 @@ def create_app(
         make_providers(http),
         Planner(cfg, distributor, store, recorder),
         recorder,
-        LaneGlue(tiers, distributor),
+        LaneGlue(tiers, distributor, cfg),
     )
     state = AppState(cfg, gateway, http, recorder, store)
+    prober = KeyProber(lambda: (gateway.distributor, gateway.providers))
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
         gateway.reload(new_cfg, reenabled)
         state.cfg = new_cfg
 
+    seed = source_document(cfg)
     repo: ConfigRepository = (
-        SqlConfigRepository(engine) if engine is not None else MemoryConfigRepository()
+        SecretsAtRest.for_seed(SqlConfigRepository(engine), seed)
+        if engine is not None
+        else MemoryConfigRepository()
     )
     sync = ConfigSync(
         repo,
         store,
-        source_document(cfg),
+        seed,
         apply_config,
         poll_seconds=cfg.server.config_poll_seconds,
         env=env,
@@ -219,11 +225,14 @@ def create_app(
             log.warning("stored config not loaded at start-up", extra={"error": type(err).__name__})
         sync.start()
         recorder.start()
+        prober.start()
         try:
             yield
         finally:
+            await prober.close()
             await sync.close()
             await gateway.drain()
+            await tiers.close()  # a last try at completions the lane store missed
             await recorder.close()
             await http.close()
             await store.close()

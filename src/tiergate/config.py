@@ -93,6 +93,10 @@ class ServerConfig(_Strict):
     max_attempts: int = Field(3, ge=1, le=10)
     retry_budget_seconds: float = Field(30.0, gt=0)
     cooldown_seconds: float = Field(30.0, ge=0)
+    # a key disabled by a 401/403 is probed after this long, then with doubling
+    # back-off up to key_probe_max_seconds; 0 = never probe (operator re-enables)
+    key_probe_seconds: float = Field(30.0, ge=0)
+    key_probe_max_seconds: float = Field(1800.0, gt=0)
     admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
     metrics_token: str | None = None  # unset = /metrics needs no token
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval

@@ -97,6 +97,21 @@ LEASE_CONFLICTS_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+SESSION_TIER_STORAGE_ERRORS_TOTAL = Counter(
+    "session_tier_storage_errors",
+    "Lane-store operations that failed because the store was unreachable "
+    "(op: acquire, finalize, retry).",
+    ["op"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+SESSION_TIER_PENDING_COMPLETIONS = Gauge(
+    "session_tier_pending_completions",
+    "Lane completions not yet recorded because the lane store was unreachable; "
+    "retried until recorded or their lease expires.",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
 FEEDBACK_TOTAL = Counter(
     "feedback",
     "Client feedback calls, by result (credited, recorded, unknown).",
@@ -124,6 +139,32 @@ ADMIN_AUTH_FAILURES_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+
+# ---- upstream keys -----------------------------------------------------------
+
+UPSTREAM_KEY_STATE = Gauge(
+    "upstream_key_state",
+    "1 for each key's current state (ok, cooling_down, auth_failed: disabled by a "
+    "401/403 and probed, disabled: by the operator), 0 for the others.",
+    ["channel", "key", "state"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_PROBES_TOTAL = Counter(
+    "upstream_key_probes",
+    "Background probes of keys a 401/403 disabled (result: answered, refused, failed).",
+    ["channel", "result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_STATES = ("ok", "cooling_down", "auth_failed", "disabled")
+
+
+def observe_key_health(health: list[tuple[str, int, str]]) -> None:
+    for channel, index, current in health:
+        for state in KEY_STATES:
+            UPSTREAM_KEY_STATE.labels(channel, str(index), state).set(int(state == current))
+
 
 # ---- state storage -----------------------------------------------------------
 

@@ -72,6 +72,8 @@ def key_view(
         view["cooldown_remaining_seconds"] = round(max(ks.cooldown_until - now, 0.0), 3)
         view["consecutive_failures"] = ks.consecutive_failures
         view["last_status"] = ks.last_status or None
+        if status == "auth_failed" and ks.probe_backoff > 0:
+            view["next_probe_in_seconds"] = round(max(ks.probe_at - now, 0.0), 3)
     return view
 
 

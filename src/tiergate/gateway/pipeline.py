@@ -26,7 +26,7 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.formats.errors import FormatError
-from tiergate.gateway import dispatch
+from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
@@ -35,7 +35,7 @@ from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.gateway.usage import UsageRecord
-from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
+from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
 from tiergate.reload import rebuild_distributor
@@ -80,12 +80,11 @@ class Gateway:
         distributor = rebuild_distributor(cfg, self.distributor, reenabled)
         old = self.planner
         planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
-        self.lanes.tiers.set_revision(policy_revision(cfg))
+        self.lanes.reload(cfg, distributor)
         self.cfg = cfg
         self.tokens = TokenTable(cfg.workspaces)
         self.distributor = distributor
         self.planner = planner
-        self.lanes.distributor = distributor
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
 
     # ---- entry point ---------------------------------------------------------
@@ -95,6 +94,7 @@ class Gateway:
         started = time.perf_counter()
         headers = {"x-orca-request-id": request_id}
         plan: RoutePlan | None = None
+        workspace: Workspace | None = None
         try:
             workspace = self.authenticate(request)
             await self.limiter.admit(workspace.id, workspace.limits)
@@ -145,14 +145,13 @@ class Gateway:
         except GatewayError as err:
             if err.code == "session_tier_busy":
                 metrics.LEASE_CONFLICTS_TOTAL.inc()
-            _observe_refusal(plan, err.status, started)
+            self._refused(request_id, workspace, plan, err, started)
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
         except FormatError as err:  # the request cannot be expressed in the upstream's format
-            _observe_refusal(plan, 400, started)
-            return self.error_response(
-                fmt, GatewayError(400, err.message, "invalid_request"), headers
-            )
+            refusal = GatewayError(400, err.message, "invalid_request")
+            self._refused(request_id, workspace, plan, refusal, started)
+            return self.error_response(fmt, refusal, headers)
         except ClientDisconnect:
             _observe_refusal(plan, 499, started)
             return Response(status_code=499, headers=headers)
@@ -422,45 +421,49 @@ class Gateway:
     def _upstream_failed(self, ctx: _Ctx, err: Exception) -> Response:
         if isinstance(err, UpstreamError) and err.disables_key:
             ctx.lane_credential_failure = True  # a confirmed 401/403: invalidate the lane
-        if isinstance(err, UpstreamError):
-            status = err.client_status()
-            if status < 500 and status not in (429,):
-                # the provider's own words on a client error, minus any key they quote
-                message = without_keys(err.message, self.cfg)
-            else:
-                message = "Upstream provider failed after retries"
-            headers = dict(ctx.headers)
-            if status == 429:
-                headers["retry-after"] = str(int(err.retry_after or 1))
-        else:
-            status, wait = self.distributor.unavailable_reason(ctx.plan.models)
-            message = "No upstream channel is available"
-            headers = dict(ctx.headers)
-            if status == 429:
-                message = "Every upstream key is rate limited; retry later"
-                headers["retry-after"] = str(max(1, round(wait or 1)))
+        refusal = failures.upstream_refusal(err, self.cfg, self.distributor, ctx.plan.models)
         model = ctx.plan.models[0] if ctx.plan.models else None
         router = ctx.plan.router.name if ctx.plan.router else None
-        metrics.observe_request(router, model, None, status, time.perf_counter() - ctx.started)
-        failed = UsageRecord(
+        elapsed = time.perf_counter() - ctx.started
+        metrics.observe_request(router, model, None, refusal.status, elapsed)
+        failures.record_failure(
+            self.recorder,
             request_id=ctx.request_id,
-            ts=time.time(),
             workspace=ctx.workspace.name,
-            router=router,
-            model=model,
-            status=status,
+            plan=ctx.plan,
+            status=refusal.status,
             stream=ctx.req.stream,
-            latency_ms=(time.perf_counter() - ctx.started) * 1000,
-            session_hash=ctx.plan.session_hash,
+            started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
+            attempts=1 if isinstance(err, UpstreamError) else 0,
         )
-        self.recorder.record("usage", failed.row())
         self.planner.commits.spawn(
-            ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=status))
+            ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=refusal.status))
         )
-        return self.error_response(
-            ctx.fmt, GatewayError(status, message, "upstream_error"), headers
-        )
+        return self.error_response(ctx.fmt, refusal, {**ctx.headers, **(refusal.headers or {})})
+
+    def _refused(
+        self,
+        request_id: str,
+        workspace: Workspace | None,
+        plan: RoutePlan | None,
+        err: GatewayError,
+        started: float,
+    ) -> None:
+        """Count a refusal; after authentication it also gets a usage row and an
+        access log line (an unauthenticated request has no workspace to bill)."""
+        _observe_refusal(plan, err.status, started)
+        if workspace is not None:
+            failures.record_failure(
+                self.recorder,
+                request_id=request_id,
+                workspace=workspace.name,
+                plan=plan,
+                status=err.status,
+                stream=False,
+                started=started,
+                error_type=err.code or "refused",
+            )
 
     def error_response(
         self, fmt: InboundFormat, err: GatewayError, headers: dict[str, str]
@@ -529,15 +532,6 @@ def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> Non
     """Count a request refused before or without an upstream reply."""
     router = plan.router.name if plan is not None and plan.router is not None else None
     metrics.observe_request(router, None, None, status, time.perf_counter() - started)
-
-
-def without_keys(message: str, cfg: GatewayConfig) -> str:
-    """Some providers quote the key they refused in their error: never relay it."""
-    for channel in cfg.channels:
-        for key in channel.keys:
-            if key and key in message:
-                message = message.replace(key, "[redacted key]")
-    return message
 
 
 def _wants_cost(request: Request) -> bool:

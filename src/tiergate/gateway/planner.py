@@ -21,7 +21,7 @@ import numpy as np
 from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
-from tiergate.gateway import state_read
+from tiergate.gateway import no_route, state_read
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
@@ -230,19 +230,19 @@ class Planner:
             plan.channel_pin = affinity.honoured_channel_pin(
                 plan.pins, ranked[0], self.distributor.views(ranked[0])
             )
-        default = router.default_model
-        if (
-            default
-            and default not in ranked
-            and self.distributor.is_live(default)
-            and (not esc_on or default in pools.pool(plan.tier))  # the tier binds it too
-        ):
-            ranked.append(default)  # the safety net
+        default = no_route.safety_net(
+            router, ranked, self.distributor, req, ctx.prompt_tokens, transcript.images
+        )
+        if default is not None and (not esc_on or default in pools.pool(plan.tier)):
+            ranked.append(default)  # the safety net, bound by the tier too
         if not ranked:
-            raise GatewayError(
-                503,
-                f"No model of router '{router.name}' can serve this request",
-                "no_capable_model",
+            raise no_route.no_route_error(
+                router,
+                self.cfg.exposed_models(),
+                self.distributor,
+                req,
+                ctx.prompt_tokens,
+                transcript.images,
             )
         plan.models = ranked
         return plan

@@ -182,12 +182,20 @@ def capable(
 
     `has_images` saves a pass over the messages when the caller already knows.
     """
+    return supports_features(model, req, has_images) and fits_context(model, req, prompt_tokens)
+
+
+def supports_features(model: ModelConfig, req: ChatRequest, has_images: bool | None = None) -> bool:
+    """Tools, JSON mode and images: what the request needs besides room."""
     if req.tools and not model.supports_tools:
         return False
     if req.wants_json() and not model.supports_json:
         return False
-    if not model.supports_vision and (req.has_images() if has_images is None else has_images):
-        return False
+    return model.supports_vision or not (req.has_images() if has_images is None else has_images)
+
+
+def fits_context(model: ModelConfig, req: ChatRequest, prompt_tokens: int) -> bool:
+    """The prompt plus the requested output fit the model's context window."""
     return prompt_tokens + (req.max_tokens or 0) <= model.context_window
 
 
