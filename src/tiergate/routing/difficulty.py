@@ -46,6 +46,12 @@ from tiergate.routing.lexicon import (
     math_marker_count,
     reasoning_cue_count,
 )
+from tiergate.routing.observations import (
+    latest_turn_bounds,
+    observe,
+    text_action,
+    turn_observations,
+)
 
 
 def count_tokens(text: str) -> int:
@@ -246,40 +252,37 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
     for spec in req.tools:
         tally.tokens += count_tokens(spec.name) + count_tokens(spec.description)
     has_tools = bool(req.tools)
+    after_action = False  # the previous reply carried a text agent's command
     for m in req.messages:
-        tally.add(m.text())
+        text = m.text()
+        tally.add(text)
         for call in m.tool_calls:
             tally.add(call.arguments)
             has_tools = True
         if m.role == "tool":
             has_tools = True
+        elif m.role == "user" and not has_tools:
+            has_tools = observe(m, after_action) is not None
+        if m.role == "assistant":
+            after_action = not m.tool_calls and text_action(text) is not None
+        elif m.role == "user":
+            after_action = False
     return tally.features(len(system), has_tools)
 
 
 def latest_turn(req: ChatRequest) -> list[Message]:
-    """The messages after the last assistant message, oldest first.
-
-    Walks back from the end, so the cost is the size of the turn, not of the
-    history. Trailing assistant messages are a prefill (a partial answer the
-    client asks the model to continue), not a turn boundary: they are skipped and
-    the turn is the user/tool messages before them. No assistant message at all
-    means the whole conversation is the first turn.
-    """
-    msgs = req.messages
-    end = len(msgs)
-    while end > 0 and msgs[end - 1].role == "assistant":
-        end -= 1
-    start = end
-    while start > 0 and msgs[start - 1].role != "assistant":
-        start -= 1
-    return msgs[start:end]
+    """The messages after the last assistant message, oldest first (a trailing
+    prefill skipped; observations.latest_turn_bounds)."""
+    start, end = latest_turn_bounds(req.messages)
+    return req.messages[start:end]
 
 
 def delta_features(req: ChatRequest) -> DifficultyFeatures:
     """Features of the latest turn only, with SystemPromptLogLen zeroed (report §3.2).
 
     HasTools keeps its meaning (the request declares tools, or the turn carries
-    tool results), matching the report's 0.90 theoretical delta maximum.
+    tool results), matching the report's 0.90 theoretical delta maximum; a text
+    agent's command output (routing.observations) is a tool result here too.
     """
     tally = Tally()
     has_tools = bool(req.tools)
@@ -287,6 +290,8 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
         tally.add(m.text())
         if m.role == "tool":
             has_tools = True
+    if not has_tools:
+        has_tools = bool(turn_observations(req.messages))
     return tally.features(0, has_tools)  # log1p(0) == 0: SystemPromptLogLen zeroed
 
 

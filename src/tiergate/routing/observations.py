@@ -1,0 +1,487 @@
+"""One classifier for actions and observations, whatever protocol the agent speaks.
+
+A tool-call agent (OpenAI tool calls, Anthropic `tool_use`/`tool_result`) acts
+through tool calls and reads role-"tool" messages. A text agent (mini-swe-agent,
+SWE-agent, OpenHands' CodeAct prompt, aider) writes its command in the reply
+text (a ```bash block, `<command>`, `<function=...>`) and gets the output back
+as a *user* message (`<returncode>1</returncode><output>...`, "OBSERVATION:",
+SWE-agent's "(Open file: ...)(Current directory: ...)" footer, "[Command
+finished with exit code 1]", aider's "I ran this command: ... And got this
+output:"). This module turns both into the same two facts:
+
+- `Action`: what the agent did (its identity for repeat detection, whether it
+  edited files, which files, whether it reverted them);
+- `Observation`: what came back (failed or not, the identity of the failure:
+  failing test ids, exception type and location, compiler diagnostics; whether
+  a test run passed).
+
+The delta scorer, the strike producers and the transcript summary all read
+these, so they agree. Pure; classifications are memoised by the text's hash,
+so a resent message costs a hash, not a scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tiergate.core.model import Message, ToolCall
+from tiergate.routing.output_shapes import (
+    SCAN_HEAD,
+    SCAN_TAIL,
+    looks_failed,
+    looks_like_test_failure,
+)
+
+# ---- actions: tool calls ------------------------------------------------------------
+
+PATH_ARGUMENT_KEYS: tuple[str, ...] = (
+    "path",
+    "file_path",
+    "filepath",
+    "file",
+    "filename",
+    "target_file",
+    "notebook_path",
+)
+"""Argument names that carry the edited file's path in common agent tool schemas."""
+
+_EDIT_NAME_TOKENS = frozenset(
+    {"write", "edit", "patch", "apply", "replace", "insert", "multiedit", "applypatch"}
+)
+_FILE_VERB_TOKENS = frozenset({"create", "save", "append", "update", "modify", "overwrite"})
+_FILE_ARG_KEYS = frozenset({"path", "file", "file_path", "filepath", "filename", "target_file"})
+_EDIT_ARG_KEYS = frozenset(
+    {"old_string", "new_string", "old_str", "new_str", "patch", "diff", "file_text", "edits"}
+)
+_READ_ONLY_COMMANDS = frozenset({"view", "read", "cat", "list", "ls", "search", "find"})
+_SHELL_EDIT = re.compile(
+    r"\bsed\s+(?:-\w+\s+)*-i"
+    r"|\bperl\s+-\w*i"
+    r"|\bapply_patch\b"
+    r"|\bgit\s+apply\b"
+    r"|\bpatch\s+(?:-\w+\s+)*-p\d"
+    r"|(?:^|[^>&\d])>{1,2}\s*['\"]?[\w./-]+\.\w+"
+    r"|\btee\s+(?:-a\s+)?['\"]?[\w./-]+\.\w+"
+    r"|^\s*(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+)\s*$"  # SWE-agent's editing commands
+    r"|\bstr_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b",
+    re.MULTILINE,
+)
+_TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_PATCH_PATH_RE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
+
+
+def parse_args(arguments: str) -> Any:
+    """A call's JSON arguments ({} when empty), or None when they are not JSON."""
+    if not arguments.strip():
+        return {}
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def is_edit_call(call: ToolCall) -> bool:
+    """Does this tool call look like it changed files (write/edit/patch/apply)?"""
+    tokens = {t.lower() for t in _TOKEN_SPLIT.split(call.name) if t}
+    args = parse_args(call.arguments)
+    if isinstance(args, dict):
+        command = args.get("command")
+        if isinstance(command, str) and command.strip().lower() in _READ_ONLY_COMMANDS:
+            return False
+        if _EDIT_ARG_KEYS.intersection(args):
+            return True
+        if tokens & _FILE_VERB_TOKENS and _FILE_ARG_KEYS.intersection(args):
+            return True
+        shell = " ".join(v for v in args.values() if isinstance(v, str))
+        if isinstance(command, list):
+            shell += " " + " ".join(str(v) for v in command)
+        if _SHELL_EDIT.search(shell):
+            return True
+    return bool(tokens & _EDIT_NAME_TOKENS)
+
+
+def edited_paths(call: ToolCall) -> list[str]:
+    """Paths a tool call edits, or [] when it is not a file-changing call."""
+    return list(call_action(call.name, call.arguments).paths)
+
+
+EditKey = tuple[str, int, int]
+"""(path, hash of the text replaced, hash of the text written); 0 for "whole file"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What the agent did in one step.
+
+    signature: identity for "the same command again" (tool name plus canonical
+        arguments, or the whitespace-normalised shell command).
+    tool: the tool's name ("bash" for a shell block in text).
+    edit: it changed files (or may have, for a shell command that also failed).
+    shell: a shell command (its edit may have happened before a later part failed).
+    paths: files it edited, when known.
+    edit_keys: its edits as EditKeys, to spot an edit undone or redone.
+    revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
+    """
+
+    signature: str
+    tool: str
+    edit: bool = False
+    shell: bool = False
+    paths: tuple[str, ...] = ()
+    edit_keys: tuple[EditKey, ...] = ()
+    revert: bool = False
+
+
+_SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
+_REVERT = re.compile(
+    r"\bgit\s+(?:checkout\s+(?:HEAD\s+)?--\s|restore\s|stash(?:\s+push)?\s*(?:$|[;&|])|reset\s+--hard)"
+    r"|\bundo_edit\b",
+    re.MULTILINE,
+)
+_SED_SUBST = re.compile(  # sed -i 's/old/new/g' file
+    r"\bsed\s+(?:-\w+\s+)*-i\S*\s+(?:-e\s+)?(['\"])s(.)(.*?)\2(.*?)\2\w*\1\s+(\S+)"
+)
+_HEREDOC_WRITE = re.compile(  # cat > file <<'EOF' ... EOF
+    r"\bcat\s*>\s*['\"]?([\w./-]+)['\"]?\s*<<-?\s*['\"]?(\w+)['\"]?\n(.*?)\n\2\b", re.S
+)
+
+
+def shell_action(command: str, tool: str, signature: str | None = None) -> Action:
+    """An Action for a shell command (from a text block or a shell tool's arguments)."""
+    keys: list[EditKey] = []
+    paths: list[str] = []
+    for m in _SED_SUBST.finditer(command):
+        keys.append((m.group(5), hash(m.group(3)), hash(m.group(4))))
+        paths.append(m.group(5))
+    for m in _HEREDOC_WRITE.finditer(command):
+        keys.append((m.group(1), 0, hash(m.group(3))))
+        paths.append(m.group(1))
+    swe_edit = re.search(r"^\s*edit\s+(\d+:\d+)\s*\n(.*?)^end_of_edit\b", command, re.S | re.M)
+    if swe_edit:
+        keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
+    edit = bool(keys) or _SHELL_EDIT.search(command) is not None
+    return Action(
+        signature=signature if signature is not None else " ".join(command.split()),
+        tool=tool,
+        edit=edit,
+        shell=True,
+        paths=tuple(paths),
+        edit_keys=tuple(keys),
+        revert=_REVERT.search(command) is not None,
+    )
+
+
+@functools.lru_cache(maxsize=16_384)
+def call_action(name: str, arguments: str) -> Action:
+    """The Action of a tool call. Memoised by name and arguments: agents resend
+    every earlier call each turn, and reading a call parses its arguments."""
+    args = parse_args(arguments)
+    if args is None:
+        signature = name + " " + " ".join(arguments.split())
+    else:
+        signature = name + " " + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    if not isinstance(args, dict):
+        return Action(signature, name, edit=is_edit_call(ToolCall("", name, arguments)))
+    command = args.get("command") or args.get("cmd")
+    if isinstance(command, list):
+        command = " ".join(str(v) for v in command)
+    tokens = {t.lower() for t in _TOKEN_SPLIT.split(name) if t}
+    if isinstance(command, str) and tokens & _SHELL_NAMES and " " in command.strip():
+        return shell_action(command, name, signature)
+    if not is_edit_call(ToolCall("", name, arguments)):
+        return Action(signature, name, revert=_REVERT.search(str(command or "")) is not None)
+    paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
+    for v in args.values():  # apply_patch-style tools carry paths inside the patch text
+        if isinstance(v, str) and ("*** " in v or "+++ " in v):
+            paths.extend(_PATCH_PATH_RE.findall(v))
+    path = paths[0] if paths else ""
+    old = args.get("old_str", args.get("old_string"))
+    new = args.get("new_str", args.get("new_string"))
+    keys: list[EditKey] = []
+    if isinstance(old, str) and isinstance(new, str):
+        keys.append((path, hash(old), hash(new)))
+    elif isinstance(args.get("file_text") or args.get("content"), str):
+        keys.append((path, 0, hash(args.get("file_text") or args.get("content"))))
+    elif isinstance(args.get("patch"), str):
+        keys.append((path, 0, hash(args["patch"])))
+    revert = isinstance(command, str) and command == "undo_edit"
+    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert)
+
+
+# ---- actions: text ------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(bash|sh|shell|console|zsh)?[^\S\n]*\n(.*?)```", re.S)
+_TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
+_FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
+_PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
+
+
+_text_action_memo: dict[tuple[int, int], Action | None] = {}
+
+
+def text_action(text: str) -> Action | None:
+    """The command in an assistant reply written as text, or None.
+
+    The last ```bash (or unlabelled) block, `<command>`/`<execute_bash>` tags, or
+    an OpenHands `<function=name><parameter=...>` call. Only a *candidate*: it
+    becomes an action when the next user message is its observation, so a chat
+    answer that merely shows a command is not counted. Memoised by (hash, length).
+    """
+    if "```" not in text and "<" not in text:
+        return None
+    key = (hash(text), len(text))
+    if key in _text_action_memo:
+        return _text_action_memo[key]
+    action = _text_action(text)
+    _remember(_text_action_memo, key, action)
+    return action
+
+
+def _text_action(text: str) -> Action | None:
+    function = _FUNCTION.search(text) if "<function=" in text else None
+    if function is not None:
+        params = dict(_PARAMETER.findall(function.group(2)))
+        return call_action(function.group(1), orjson.dumps(params).decode())
+    tagged = _TAGGED.findall(text) if "<" in text else []
+    if tagged:
+        return shell_action(tagged[-1][1], "bash")
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return shell_action(blocks[-1][1], "bash")
+    return None
+
+
+# ---- observations -------------------------------------------------------------------
+
+_EXIT_CODE = re.compile(
+    r"<returncode>\s*(-?\d+)\s*</returncode>"
+    r"|\[(?:Command finished|The command completed) with exit code (-?\d+)\.?\]"
+)
+_WRAPPER = re.compile(
+    r"<returncode>|^OBSERVATION:|^EXECUTION RESULT of \[|\(Current directory: [^)\n]*\)"
+    r"|\[Command finished with exit code|\[The command completed with exit code"
+    r"|^Observed result of command executed by user:|^I ran this command:\n"
+    r"|Your command ran successfully and did not produce any output"
+    r"|^Please always provide EXACTLY ONE action",
+    re.MULTILINE,
+)
+_WRAPPER_TEXT = re.compile(
+    r"</?(?:returncode|output|output_head|output_tail|elided_chars|warning)>|-?\d+(?=</returncode>)"
+    r"|^OBSERVATION:|^EXECUTION RESULT of \[[^\]\n]*\]:"
+    r"|^\((?:Open file|Current directory): [^)\n]*\)$"
+    r"|^bash-\$$|^\[(?:Command finished|The command completed) with exit code -?\d+\.?\]$"
+    r"|^\[(?:Current working directory|Python interpreter): [^\]\n]*\]$",
+    re.MULTILINE,
+)
+_AIDER_RUN = re.compile(r"^I ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
+_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
+
+_TEST_PASS = re.compile(
+    r"^=+ (?:(?!failed|error).)*\b\d+ passed\b(?:(?!failed|error).)*=+$"  # pytest
+    r"|^OK(?: \([^)\n]*\))?$"  # unittest, after "Ran N tests"
+    r"|^ok\s+\S+\s+[\d.]+s"  # go test
+    r"|\btest result: ok\."  # cargo
+    r"|^Tests:\s+\d+ passed, \d+ total",  # jest
+    re.MULTILINE,
+)
+_TEST_ID = re.compile(
+    r"^(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
+    r"|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
+    r"|^\s*--- FAIL: (\S+)"  # go test
+    r"|^test (\S+) \.\.\. FAILED",  # cargo
+    re.MULTILINE,
+)
+_FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in (\S+)', re.MULTILINE)
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))\b", re.M)
+_DIAGNOSTIC = re.compile(
+    r"^\s*([^\s:]+\.\w+):\d+(?::\d+)?: (?:(?:fatal )?error:? )?(\S.{0,60})", re.MULTILINE
+)
+_RUST_ERROR = re.compile(r"^error\[(E\d+)\]", re.MULTILINE)
+_DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
+MAX_FAILURE_KEYS = 8
+"""Keys kept per observation (sorted): enough to recognise a failure again, and a
+bound on the state a 200-test failure adds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one action's output says.
+
+    failed: the command failed (flagged, a non-zero exit code, or failure-shaped).
+    failures: the failure's identity, `MAX_FAILURE_KEYS` keys at most: "test:<id>",
+        "exc:<Type>@<file>:<function>", "diag:<file>:<message>", or "out:<digest>"
+        of the output's last lines when nothing more specific is printed. Empty
+        when it did not fail.
+    tests_passed: a test runner's summary reports passes and no failures.
+    error_flag: an explicit failure flag: `is_error` on a tool result, a non-zero
+        exit code in a text observation.
+    command: the command the observation itself echoes (aider), else None.
+    """
+
+    failed: bool
+    failures: frozenset[str] = frozenset()
+    tests_passed: bool = False
+    error_flag: bool = False
+    command: str | None = None
+
+
+def _window(text: str) -> str:
+    if len(text) <= SCAN_HEAD + SCAN_TAIL:
+        return text
+    return text[:SCAN_HEAD] + "\n" + text[-SCAN_TAIL:]
+
+
+def _norm(text: str) -> str:
+    return " ".join(_DIGITS.sub("0", text).split())
+
+
+def failure_keys(output: str) -> frozenset[str]:
+    """The identity of a failure: what failed and where, without the volatile parts
+    (line numbers, values, addresses), so the same failure after an unrelated edit
+    is recognised as the same."""
+    window = _window(output)
+    keys = {"test:" + "".join(g for g in m.groups() if g) for m in _TEST_ID.finditer(window)}
+    tb = window.rfind("Traceback (most recent call last)")
+    if tb >= 0:
+        frames = _FRAME.findall(window, tb)
+        exc = _EXCEPTION.search(window, tb)
+        if exc is not None:
+            where = f"@{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+            keys.add(f"exc:{exc.group(1)}{where}")
+    elif not keys and (exc := _EXCEPTION.search(window)) is not None:
+        keys.add(f"exc:{exc.group(1)}")
+    keys.update(f"diag:{f}:{_norm(msg)}" for f, msg in _DIAGNOSTIC.findall(window))
+    keys.update(f"diag:{code}" for code in _RUST_ERROR.findall(window))
+    if not keys:
+        tail = [line for line in window[-600:].splitlines() if line.strip()][-3:]
+        keys.add(f"out:{hash(_norm(' '.join(tail))) & 0xFFFFFFFF:08x}")
+    return frozenset(sorted(keys)[:MAX_FAILURE_KEYS])
+
+
+def _exit_code(text: str) -> int | None:
+    m = _EXIT_CODE.search(text)
+    if m is None:
+        return None
+    return int(m.group(1) or m.group(2))
+
+
+def _observe(text: str, is_error: bool, wrapped: bool) -> Observation:
+    text = _window(text)
+    code = _exit_code(text)
+    body = _WRAPPER_TEXT.sub("", text) if wrapped else text
+    command = None
+    aider = _AIDER_RUN.match(text) if wrapped else None
+    if aider is not None:
+        command, body = aider.group(1).strip(), text[aider.end() :]
+    if text.startswith(_FORMAT_ERROR):
+        return Observation(True, frozenset({"format_error"}), error_flag=True)
+    test_failed = looks_like_test_failure(body)
+    if code is None:
+        failed = is_error or test_failed or looks_failed(body)
+    elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
+        failed = is_error or test_failed or "Traceback (most recent call last)" in body
+    else:  # grep/diff/test answering "no" print nothing: that is not a failure
+        failed = is_error or bool(body.strip())
+    return Observation(
+        failed=failed,
+        failures=failure_keys(body) if failed else frozenset(),
+        tests_passed=not test_failed and _TEST_PASS.search(_window(body)) is not None,
+        error_flag=is_error or (code is not None and code != 0),
+        command=command,
+    )
+
+
+_observe_memo: dict[tuple[int, int, int], Observation | None] = {}
+
+
+def observe(m: Message, after_action: bool) -> Observation | None:
+    """The Observation a message carries, or None when it is not one.
+
+    A tool result always is one. A user message is one when it carries a known
+    command-output wrapper, or when it follows a text action and reads like
+    command output (a failure or test-run shape); anything else is the user
+    asking. Memoised by (hash, length, context) of the text.
+    """
+    if m.role not in ("tool", "user"):
+        return None
+    text = m.text()
+    flags = (m.role == "tool") | (m.is_error << 1) | (after_action << 2)
+    key = (hash(text), len(text), flags)
+    if key in _observe_memo:
+        return _observe_memo[key]
+    result: Observation | None
+    wrapped = _WRAPPER.search(_window(text)) is not None
+    if m.role == "tool":
+        result = _observe(text, m.is_error, wrapped)
+    elif wrapped:
+        result = _observe(text, False, wrapped=True)
+    elif after_action and (looks_failed(text) or _TEST_PASS.search(_window(text))):
+        result = _observe(text, False, wrapped=False)
+    else:
+        result = None
+    _remember(_observe_memo, key, result)
+    return result
+
+
+MEMO_LIMIT = 20_000
+"""Entries per classification memo (keys are hashes, so texts are not kept)."""
+
+
+def clear_memos() -> None:
+    """Forget memoised classifications (benchmarks measure the cold path with this)."""
+    _observe_memo.clear()
+    _text_action_memo.clear()
+    call_action.cache_clear()
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= MEMO_LIMIT:
+        # StopIteration/RuntimeError: emptied or resized by another thread meanwhile.
+        with contextlib.suppress(StopIteration, RuntimeError):
+            memo.pop(next(iter(memo)), None)
+    memo[key] = value
+
+
+# ---- the latest turn ----------------------------------------------------------------
+
+
+def latest_turn_bounds(messages: Sequence[Message]) -> tuple[int, int]:
+    """(start, end) of the latest turn: the messages after the last assistant message.
+
+    Walks back from the end, so the cost is the size of the turn, not of the
+    history. Trailing assistant messages are a prefill (a partial answer the
+    client asks the model to continue), not a turn boundary: they are skipped and
+    the turn is the user/tool messages before them. No assistant message at all
+    means the whole conversation is the first turn.
+    """
+    end = len(messages)
+    while end > 0 and messages[end - 1].role == "assistant":
+        end -= 1
+    start = end
+    while start > 0 and messages[start - 1].role != "assistant":
+        start -= 1
+    return start, end
+
+
+def turn_observations(messages: Sequence[Message]) -> list[tuple[Message, Observation]]:
+    """The latest turn's observations: its tool results, and its user messages that
+    are command output (the previous reply's text action decides the context)."""
+    start, end = latest_turn_bounds(messages)
+    reply = messages[start - 1] if start > 0 else None
+    after_action = (
+        reply is not None and not reply.tool_calls and text_action(reply.text()) is not None
+    )
+    out: list[tuple[Message, Observation]] = []
+    for m in messages[start:end]:
+        obs = observe(m, after_action)
+        if obs is not None:
+            out.append((m, obs))
+        after_action = False  # only the first user message answers the action
+    return out
