@@ -47,9 +47,10 @@ from tiergate.routing.lexicon import (
     reasoning_cue_count,
 )
 from tiergate.routing.observations import (
+    Follows,
+    after,
     latest_turn_bounds,
     observe,
-    text_action,
     turn_observations,
 )
 
@@ -252,21 +253,18 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
     for spec in req.tools:
         tally.tokens += count_tokens(spec.name) + count_tokens(spec.description)
     has_tools = bool(req.tools)
-    after_action = False  # the previous reply carried a text agent's command
+    follows: Follows = "opening"  # a text agent's command output counts as a tool result
     for m in req.messages:
-        text = m.text()
-        tally.add(text)
+        tally.add(m.text())
         for call in m.tool_calls:
             tally.add(call.arguments)
             has_tools = True
         if m.role == "tool":
             has_tools = True
         elif m.role == "user" and not has_tools:
-            has_tools = observe(m, after_action) is not None
-        if m.role == "assistant":
-            after_action = not m.tool_calls and text_action(text) is not None
-        elif m.role == "user":
-            after_action = False
+            has_tools = observe(m, follows) is not None
+        if not has_tools:
+            follows = after(follows, m)
     return tally.features(len(system), has_tools)
 
 

@@ -27,7 +27,7 @@ import functools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -123,8 +123,9 @@ class Action:
     signature: identity for "the same command again" (tool name plus canonical
         arguments, or the whitespace-normalised shell command).
     tool: the tool's name ("bash" for a shell block in text).
-    edit: it changed files (or may have, for a shell command that also failed).
-    shell: a shell command (its edit may have happened before a later part failed).
+    edit: it changes files (when it succeeds; see `compound`).
+    compound: a shell command with more than one step (`sed -i ... && pytest`): when
+        it fails, its edit may still have happened before a later step failed.
     paths: files it edited, when known.
     edit_keys: its edits as EditKeys, to spot an edit undone or redone.
     revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
@@ -133,7 +134,7 @@ class Action:
     signature: str
     tool: str
     edit: bool = False
-    shell: bool = False
+    compound: bool = False
     paths: tuple[str, ...] = ()
     edit_keys: tuple[EditKey, ...] = ()
     revert: bool = False
@@ -153,6 +154,10 @@ _HEREDOC_WRITE = re.compile(  # cat > file <<'EOF' ... EOF
 )
 
 
+_SWE_EDIT = re.compile(r"^\s*edit\s+(\d+:\d+)\s*\n(.*?)^end_of_edit\b", re.S | re.M)
+_STEP_SEPARATOR = re.compile(r"&&|\|\||;|\n")
+
+
 def shell_action(command: str, tool: str, signature: str | None = None) -> Action:
     """An Action for a shell command (from a text block or a shell tool's arguments)."""
     keys: list[EditKey] = []
@@ -163,15 +168,16 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
     for m in _HEREDOC_WRITE.finditer(command):
         keys.append((m.group(1), 0, hash(m.group(3))))
         paths.append(m.group(1))
-    swe_edit = re.search(r"^\s*edit\s+(\d+:\d+)\s*\n(.*?)^end_of_edit\b", command, re.S | re.M)
+    swe_edit = _SWE_EDIT.search(command)
     if swe_edit:
         keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
     edit = bool(keys) or _SHELL_EDIT.search(command) is not None
+    steps = _SWE_EDIT.sub("", _HEREDOC_WRITE.sub("", command)).strip()
     return Action(
         signature=signature if signature is not None else " ".join(command.split()),
         tool=tool,
         edit=edit,
-        shell=True,
+        compound=_STEP_SEPARATOR.search(steps) is not None,
         paths=tuple(paths),
         edit_keys=tuple(keys),
         revert=_REVERT.search(command) is not None,
@@ -280,12 +286,20 @@ _WRAPPER_TEXT = re.compile(
     r"|^\[(?:Current working directory|Python interpreter): [^\]\n]*\]$",
     re.MULTILINE,
 )
+_REJECTED = re.compile(  # agent harnesses refusing an action, in their own words
+    r"^Your proposed edit has introduced new syntax error"
+    r"|^Your changes have NOT been applied"
+    r"|^No replacement was performed"
+    r"|^ERROR:\s",
+    re.MULTILINE,
+)
+_LINT = re.compile(r"^- ([A-Z]\d+ \S.{0,60})$", re.MULTILINE)  # SWE-agent's flake8 summary
 _AIDER_RUN = re.compile(r"^I ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
 _FORMAT_ERROR = "Please always provide EXACTLY ONE action"
 
 _TEST_PASS = re.compile(
     r"^=+ (?:(?!failed|error).)*\b\d+ passed\b(?:(?!failed|error).)*=+$"  # pytest
-    r"|^OK(?: \([^)\n]*\))?$"  # unittest, after "Ran N tests"
+    r"|^Ran \d+ tests? in [\d.]+s\n+OK\b"  # unittest
     r"|^ok\s+\S+\s+[\d.]+s"  # go test
     r"|\btest result: ok\."  # cargo
     r"|^Tests:\s+\d+ passed, \d+ total",  # jest
@@ -295,7 +309,9 @@ _TEST_ID = re.compile(
     r"^(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
     r"|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
     r"|^\s*--- FAIL: (\S+)"  # go test
-    r"|^test (\S+) \.\.\. FAILED",  # cargo
+    r"|^test (\S+) \.\.\. FAILED"  # cargo
+    r"|^\s*● (.+)$"  # jest
+    r"|^\[ERROR\] (\S+)\s+Time elapsed.*<<< (?:FAILURE|ERROR)!",  # maven surefire
     re.MULTILINE,
 )
 _FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in (\S+)', re.MULTILINE)
@@ -304,6 +320,7 @@ _DIAGNOSTIC = re.compile(
     r"^\s*([^\s:]+\.\w+):\d+(?::\d+)?: (?:(?:fatal )?error:? )?(\S.{0,60})", re.MULTILINE
 )
 _RUST_ERROR = re.compile(r"^error\[(E\d+)\]", re.MULTILINE)
+_TSC_ERROR = re.compile(r"^([^\s(]+\.\w+)\(\d+,\d+\): error (TS\d+)", re.MULTILINE)
 _DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
 MAX_FAILURE_KEYS = 8
 """Keys kept per observation (sorted): enough to recognise a failure again, and a
@@ -359,6 +376,8 @@ def failure_keys(output: str) -> frozenset[str]:
         keys.add(f"exc:{exc.group(1)}")
     keys.update(f"diag:{f}:{_norm(msg)}" for f, msg in _DIAGNOSTIC.findall(window))
     keys.update(f"diag:{code}" for code in _RUST_ERROR.findall(window))
+    keys.update(f"diag:{f}:{code}" for f, code in _TSC_ERROR.findall(window))
+    keys.update(f"lint:{_norm(msg)}" for msg in _LINT.findall(window))
     if not keys:
         tail = [line for line in window[-600:].splitlines() if line.strip()][-3:]
         keys.add(f"out:{hash(_norm(' '.join(tail))) & 0xFFFFFFFF:08x}")
@@ -383,7 +402,9 @@ def _observe(text: str, is_error: bool, wrapped: bool) -> Observation:
     if text.startswith(_FORMAT_ERROR):
         return Observation(True, frozenset({"format_error"}), error_flag=True)
     test_failed = looks_like_test_failure(body)
-    if code is None:
+    if _REJECTED.search(body) is not None:
+        failed = True
+    elif code is None:
         failed = is_error or test_failed or looks_failed(body)
     elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
         failed = is_error or test_failed or "Traceback (most recent call last)" in body
@@ -398,22 +419,30 @@ def _observe(text: str, is_error: bool, wrapped: bool) -> Observation:
     )
 
 
-_observe_memo: dict[tuple[int, int, int], Observation | None] = {}
+_observe_memo: dict[tuple[int, int, int, str], Observation | None] = {}
 
 
-def observe(m: Message, after_action: bool) -> Observation | None:
+Follows = Literal["opening", "reply", "action"]
+"""What a message follows: nothing from the assistant yet, a reply without a
+command, or a reply whose text carries a command (observations.text_action)."""
+
+
+def observe(m: Message, follows: Follows) -> Observation | None:
     """The Observation a message carries, or None when it is not one.
 
-    A tool result always is one. A user message is one when it carries a known
-    command-output wrapper, or when it follows a text action and reads like
-    command output (a failure or test-run shape); anything else is the user
-    asking. Memoised by (hash, length, context) of the text.
+    A tool result always is one. A user message is one when it follows an
+    assistant reply and carries a known command-output wrapper, or when it follows
+    a text action and reads like command output (a failure or test-run shape);
+    anything else is the user asking. The opening user message is always an ask
+    (SWE-agent's task prompt ends with the same footer its observations do).
+    Memoised by (hash, length, context) of the text.
     """
-    if m.role not in ("tool", "user"):
+    if m.role == "tool":
+        follows = "action"
+    elif m.role != "user" or follows == "opening":
         return None
     text = m.text()
-    flags = (m.role == "tool") | (m.is_error << 1) | (after_action << 2)
-    key = (hash(text), len(text), flags)
+    key = (hash(text), len(text), (m.role == "tool") | (m.is_error << 1), follows)
     if key in _observe_memo:
         return _observe_memo[key]
     result: Observation | None
@@ -422,7 +451,7 @@ def observe(m: Message, after_action: bool) -> Observation | None:
         result = _observe(text, m.is_error, wrapped)
     elif wrapped:
         result = _observe(text, False, wrapped=True)
-    elif after_action and (looks_failed(text) or _TEST_PASS.search(_window(text))):
+    elif follows == "action" and (looks_failed(text) or _TEST_PASS.search(_window(text))):
         result = _observe(text, False, wrapped=False)
     else:
         result = None
@@ -474,14 +503,26 @@ def turn_observations(messages: Sequence[Message]) -> list[tuple[Message, Observ
     """The latest turn's observations: its tool results, and its user messages that
     are command output (the previous reply's text action decides the context)."""
     start, end = latest_turn_bounds(messages)
-    reply = messages[start - 1] if start > 0 else None
-    after_action = (
-        reply is not None and not reply.tool_calls and text_action(reply.text()) is not None
-    )
+    follows: Follows = "opening" if start == 0 else follows_reply(messages[start - 1])
     out: list[tuple[Message, Observation]] = []
     for m in messages[start:end]:
-        obs = observe(m, after_action)
+        obs = observe(m, follows)
         if obs is not None:
             out.append((m, obs))
-        after_action = False  # only the first user message answers the action
+        follows = after(follows, m)
     return out
+
+
+def after(follows: Follows, m: Message) -> Follows:
+    """The context `m` leaves for the next message, given the context it had: only
+    the message right after a text action can answer it."""
+    if m.role == "assistant":
+        return follows_reply(m)
+    return "reply" if follows == "action" else follows
+
+
+def follows_reply(reply: Message) -> Follows:
+    """The context an assistant reply gives the next message."""
+    if not reply.tool_calls and text_action(reply.text()) is not None:
+        return "action"
+    return "reply"

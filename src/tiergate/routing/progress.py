@@ -35,6 +35,7 @@ from tiergate.core.model import Message
 from tiergate.routing.observations import (
     Action,
     EditKey,
+    Follows,
     Observation,
     call_action,
     observe,
@@ -85,6 +86,7 @@ class Progress:
     # pairing actions with observations
     pending_calls: dict[str, Action] = field(default_factory=dict)
     pending_text: Action | None = None
+    replied: bool = False  # an assistant message has been read
     # stuck detection
     edits: int = 0
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (edits, survived)
@@ -118,7 +120,11 @@ class Progress:
 
     def add(self, m: Message, index: int) -> None:
         """Read the message at `index` (messages must come in order)."""
+        follows: Follows = (
+            "action" if self.pending_text is not None else "reply" if self.replied else "opening"
+        )
         if m.role == "assistant":
+            self.replied = True
             self.pending_calls = {}
             for call in m.tool_calls:
                 called = call_action(call.name, call.arguments)
@@ -129,12 +135,13 @@ class Progress:
             self.pending_text = None if m.tool_calls else text_action(m.text())
             self.last_kind = "assistant"
         elif m.role == "tool":
-            obs = observe(m, after_action=True)
+            obs = observe(m, follows)
+            self.pending_text = None
             self.last_kind = "tool"
             if obs is not None:
                 self.step(self.pending_calls.pop(m.tool_call_id or "", None), obs, index)
         elif m.role == "user":
-            obs = observe(m, after_action=self.pending_text is not None)
+            obs = observe(m, follows)
             action, self.pending_text = self.pending_text, None
             if obs is None:
                 if self.last_kind != "user":
@@ -150,13 +157,14 @@ class Progress:
             self.last_kind = "tool"
             self.step(action, obs, index)
         else:
+            self.pending_text = None
             self.last_kind = m.role
 
     # ---- one action and its observation --------------------------------------------
 
     def step(self, action: Action | None, obs: Observation, index: int) -> None:
         """Fold one action/observation pair; record any evidence of no progress."""
-        if action is not None and action.edit and (action.shell or not obs.failed):
+        if action is not None and action.edit and (action.compound or not obs.failed):
             self.edits += 1
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:

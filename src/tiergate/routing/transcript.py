@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from tiergate.core.model import ChatRequest, ImagePart, Message
 from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
 from tiergate.routing.features import AgentState, agent_state
-from tiergate.routing.observations import observe
 from tiergate.routing.progress import Progress
 
 
@@ -71,10 +70,9 @@ class TranscriptSummary:
         for call in m.tool_calls:
             self.tally.add(call.arguments)
             self.tool_messages = True
-        if m.role == "user" and not self.tool_messages:  # a text agent's command output
-            action = self.progress.pending_text is not None
-            self.tool_messages = observe(m, action) is not None
         self.progress.add(m, index)
+        if m.role == "user" and self.progress.last_kind == "tool":
+            self.tool_messages = True  # a text agent's command output is a tool result
         if not self.images:
             self.images = any(isinstance(p, ImagePart) for p in m.content)
 
