@@ -223,7 +223,7 @@ def call_action(name: str, arguments: str) -> Action:
 
 # ---- actions: text ------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(bash|sh|shell|console|zsh)?[^\S\n]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
 _TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
 _FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
 _PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
@@ -271,16 +271,17 @@ _EXIT_CODE = re.compile(
     r"|\[(?:Command finished|The command completed) with exit code (-?\d+)\.?\]"
 )
 _WRAPPER = re.compile(
-    r"<returncode>|^OBSERVATION:|^EXECUTION RESULT of \[|\(Current directory: [^)\n]*\)"
+    r"<returncode>|^OBSERVATION:|^Observation: |^EXECUTION RESULT of \["
+    r"|\(Current directory: [^)\n]*\)"
     r"|\[Command finished with exit code|\[The command completed with exit code"
     r"|^Observed result of command executed by user:|^I ran this command:\n"
     r"|Your command ran successfully and did not produce any output"
-    r"|^Please always provide EXACTLY ONE action",
+    r"|^Please always provide EXACTLY ONE action|timed out and has been killed",
     re.MULTILINE,
 )
 _WRAPPER_TEXT = re.compile(
-    r"</?(?:returncode|output|output_head|output_tail|elided_chars|warning)>|-?\d+(?=</returncode>)"
-    r"|^OBSERVATION:|^EXECUTION RESULT of \[[^\]\n]*\]:"
+    r"</?(?:returncode|output|output_head|output_tail|elided_chars|warning|exception)>"
+    r"|-?\d+(?=</returncode>)|^OBSERVATION:|^Observation: |^EXECUTION RESULT of \[[^\]\n]*\]:"
     r"|^\((?:Open file|Current directory): [^)\n]*\)$"
     r"|^bash-\$$|^\[(?:Command finished|The command completed) with exit code -?\d+\.?\]$"
     r"|^\[(?:Current working directory|Python interpreter): [^\]\n]*\]$",
@@ -290,12 +291,13 @@ _REJECTED = re.compile(  # agent harnesses refusing an action, in their own word
     r"^Your proposed edit has introduced new syntax error"
     r"|^Your changes have NOT been applied"
     r"|^No replacement was performed"
-    r"|^ERROR:\s",
+    r"|^ERROR:\s"
+    r"|timed out and has been killed",
     re.MULTILINE,
 )
 _LINT = re.compile(r"^- ([A-Z]\d+ \S.{0,60})$", re.MULTILINE)  # SWE-agent's flake8 summary
 _AIDER_RUN = re.compile(r"^I ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
-_FORMAT_ERROR = "Please always provide EXACTLY ONE action"
+_FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # mini-swe-agent
 
 _TEST_PASS = re.compile(
     r"^=+ (?:(?!failed|error).)*\b\d+ passed\b(?:(?!failed|error).)*=+$"  # pytest
@@ -402,10 +404,9 @@ def _observe(text: str, is_error: bool, wrapped: bool) -> Observation:
     if text.startswith(_FORMAT_ERROR):
         return Observation(True, frozenset({"format_error"}), error_flag=True)
     test_failed = looks_like_test_failure(body)
-    if _REJECTED.search(body) is not None:
-        failed = True
-    elif code is None:
-        failed = is_error or test_failed or looks_failed(body)
+    if code is None:  # no exit code: the harness's own words, then the output's shapes
+        failed = is_error or test_failed or _REJECTED.search(body) is not None
+        failed = failed or looks_failed(body)
     elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
         failed = is_error or test_failed or "Traceback (most recent call last)" in body
     else:  # grep/diff/test answering "no" print nothing: that is not a failure
