@@ -40,6 +40,7 @@ from test_difficulty_samples import TRIVIAL_TURNS, hard_turn_text, request, tool
 from tiergate.core.model import ChatRequest, ChatResponse, Message, TextPart, ToolCall
 from tiergate.formats.openai import parse_request
 from tiergate.routing import difficulty, observations, strikes
+from tiergate.routing.progress import progress_of
 
 LATEST = "Why does the pool drop jobs under load? Explain the race condition step by step."
 
@@ -89,10 +90,11 @@ def paired_best_us(
 
 
 def cold_request_strikes(req: ChatRequest) -> list[strikes.Strike]:
-    """request_strikes with its classification memo emptied first: on the request
-    path the latest turn's texts are new, so the memo cannot help them."""
+    """request_strikes folding the whole request with its classification memo emptied
+    first: on the request path the latest turn's texts are new, so neither the memo
+    nor the progress cache can help them."""
     observations.clear_memos()
-    return strikes.request_strikes(req)
+    return strikes.request_strikes(req, progress_of(req.messages))
 
 
 def scans(quick: bool) -> list[dict[str, Any]]:

@@ -36,6 +36,7 @@ from tiergate.routing.output_shapes import (
     SCAN_HEAD,
     SCAN_TAIL,
     looks_failed,
+    looks_like_error,
     looks_like_test_failure,
 )
 
@@ -69,9 +70,10 @@ _SHELL_EDIT = re.compile(
     r"|\bpatch\s+(?:-\w+\s+)*-p\d"
     r"|(?:^|[^>&\d])>{1,2}\s*['\"]?[\w./-]+\.\w+"
     r"|\btee\s+(?:-a\s+)?['\"]?[\w./-]+\.\w+"
-    r"|^\s*(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+)\s*$"  # SWE-agent's editing commands
-    r"|\bstr_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b",
-    re.MULTILINE,
+)
+_TOOL_EDIT_COMMAND = re.compile(  # SWE-agent's editing commands, as the first line of a block
+    r"(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+|append\s+\S+)\s*(?:\n|$)"
+    r"|str_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b"
 )
 _TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _PATCH_PATH_RE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
@@ -172,6 +174,7 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
     if swe_edit:
         keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
     edit = bool(keys) or _SHELL_EDIT.search(command) is not None
+    edit = edit or _TOOL_EDIT_COMMAND.match(command.lstrip()) is not None
     steps = _SWE_EDIT.sub("", _HEREDOC_WRITE.sub("", command)).strip()
     return Action(
         signature=signature if signature is not None else " ".join(command.split()),
@@ -266,63 +269,68 @@ def _text_action(text: str) -> Action | None:
 
 # ---- observations -------------------------------------------------------------------
 
-_EXIT_CODE = re.compile(
-    r"<returncode>\s*(-?\d+)\s*</returncode>"
-    r"|\[(?:Command finished|The command completed) with exit code (-?\d+)\.?\]"
+# Every search runs on a window that starts with "\n" (see _window), so shapes that
+# begin a line are searched as "\n" + shape: a literal prefix the regex engine
+# skips to, instead of trying every position (as routing.output_shapes does).
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_EXIT_LINE = re.compile(r"\[(?:Command finished|The command completed) with exit code (-?\d+)\.?\]")
+_WRAPPER_MARKS = (
+    "<returncode>",  # mini-swe-agent
+    "(Current directory: ",  # SWE-agent's footer
+    "\nOBSERVATION:",
+    "\nObservation: ",
+    "\nEXECUTION RESULT of [",  # OpenHands CodeAct
+    "[Command finished with exit code",  # OpenHands
+    "[The command completed with exit code",
+    "\nObserved result of command executed by user:",
+    "\nI ran this command:\n",  # aider's /run
+    "Your command ran successfully and did not produce any output",  # SWE-agent
+    "\nPlease always provide EXACTLY ONE action",  # mini-swe-agent's format error
+    "timed out and has been killed",  # mini-swe-agent's timeout
 )
-_WRAPPER = re.compile(
-    r"<returncode>|^OBSERVATION:|^Observation: |^EXECUTION RESULT of \["
-    r"|\(Current directory: [^)\n]*\)"
-    r"|\[Command finished with exit code|\[The command completed with exit code"
-    r"|^Observed result of command executed by user:|^I ran this command:\n"
-    r"|Your command ran successfully and did not produce any output"
-    r"|^Please always provide EXACTLY ONE action|timed out and has been killed",
-    re.MULTILINE,
+_WRAPPER_TAGS = re.compile(
+    r"<returncode>\s*-?\d+\s*</returncode>"
+    r"|</?(?:output|output_head|output_tail|elided_chars|warning|exception)>"
 )
-_WRAPPER_TEXT = re.compile(
-    r"</?(?:returncode|output|output_head|output_tail|elided_chars|warning|exception)>"
-    r"|-?\d+(?=</returncode>)|^OBSERVATION:|^Observation: |^EXECUTION RESULT of \[[^\]\n]*\]:"
-    r"|^\((?:Open file|Current directory): [^)\n]*\)$"
-    r"|^bash-\$$|^\[(?:Command finished|The command completed) with exit code -?\d+\.?\]$"
-    r"|^\[(?:Current working directory|Python interpreter): [^\]\n]*\]$",
-    re.MULTILINE,
+_WRAPPER_LINES = re.compile(
+    r"\n(?:OBSERVATION:|Observation: |EXECUTION RESULT of \[[^\]\n]*\]:"
+    r"|\((?:Open file|Current directory): [^)\n]*\)(?=\n|$)|bash-\$(?=\n|$)"
+    r"|\[(?:Command finished|The command completed) with exit code -?\d+\.?\](?=\n|$)"
+    r"|\[(?:Current working directory|Python interpreter): [^\]\n]*\](?=\n|$))"
 )
 _REJECTED = re.compile(  # agent harnesses refusing an action, in their own words
-    r"^Your proposed edit has introduced new syntax error"
-    r"|^Your changes have NOT been applied"
-    r"|^No replacement was performed"
-    r"|^ERROR:\s"
-    r"|timed out and has been killed",
-    re.MULTILINE,
+    r"\n(?:Your proposed edit has introduced new syntax error"
+    r"|Your changes have NOT been applied"
+    r"|No replacement was performed"
+    r"|ERROR:\s)"
 )
-_LINT = re.compile(r"^- ([A-Z]\d+ \S.{0,60})$", re.MULTILINE)  # SWE-agent's flake8 summary
-_AIDER_RUN = re.compile(r"^I ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
-_FORMAT_ERROR = "Please always provide EXACTLY ONE action"  # mini-swe-agent
+_TIMED_OUT = "timed out and has been killed"
+_LINT = re.compile(r"\n- ([A-Z]\d+ \S.{0,60})(?=\n|$)")  # SWE-agent's flake8 summary
+_AIDER_RUN = re.compile(r"\nI ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
+_FORMAT_ERROR = "\nPlease always provide EXACTLY ONE action"  # mini-swe-agent
 
 _TEST_PASS = re.compile(
-    r"^=+ (?:(?!failed|error).)*\b\d+ passed\b(?:(?!failed|error).)*=+$"  # pytest
-    r"|^Ran \d+ tests? in [\d.]+s\n+OK\b"  # unittest
-    r"|^ok\s+\S+\s+[\d.]+s"  # go test
-    r"|\btest result: ok\."  # cargo
-    r"|^Tests:\s+\d+ passed, \d+ total",  # jest
-    re.MULTILINE,
+    r"\n(?:=+ ([^\n]*\b\d+ passed\b[^\n]*) =+(?=\n|$)"  # pytest (checked for failures below)
+    r"|Ran \d+ tests? in [\d.]+s\n+OK\b"  # unittest
+    r"|ok[^\S\n]+\S+[^\S\n]+[\d.]+s"  # go test
+    r"|Tests:[^\S\n]+\d+ passed, \d+ total)"  # jest
 )
+_CARGO_PASS = "test result: ok."
 _TEST_ID = re.compile(
-    r"^(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
-    r"|^(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
-    r"|^\s*--- FAIL: (\S+)"  # go test
-    r"|^test (\S+) \.\.\. FAILED"  # cargo
-    r"|^\s*● (.+)$"  # jest
-    r"|^\[ERROR\] (\S+)\s+Time elapsed.*<<< (?:FAILURE|ERROR)!",  # maven surefire
-    re.MULTILINE,
+    r"\n(?:(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
+    r"|(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
+    r"|[^\S\n]*--- FAIL: (\S+)"  # go test
+    r"|test (\S+) \.\.\. FAILED"  # cargo
+    r"|[^\S\n]*● ([^\n]+)"  # jest
+    r"|\[ERROR\] (\S+)[^\S\n]+Time elapsed[^\n]*<<< (?:FAILURE|ERROR)!)"  # maven surefire
 )
-_FRAME = re.compile(r'^\s*File "([^"\n]+)", line \d+, in (\S+)', re.MULTILINE)
-_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))\b", re.M)
+_FRAME = re.compile(r'\n[^\S\n]*File "([^"\n]+)", line \d+, in (\S+)')
+_EXCEPTION = re.compile(r"\n([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))\b")
 _DIAGNOSTIC = re.compile(
-    r"^\s*([^\s:]+\.\w+):\d+(?::\d+)?: (?:(?:fatal )?error:? )?(\S.{0,60})", re.MULTILINE
+    r"\n[^\S\n]*([^\s:]+\.\w+):\d+(?::\d+)?: (?:(?:fatal )?error:? )?(\S[^\n]{0,60})"
 )
-_RUST_ERROR = re.compile(r"^error\[(E\d+)\]", re.MULTILINE)
-_TSC_ERROR = re.compile(r"^([^\s(]+\.\w+)\(\d+,\d+\): error (TS\d+)", re.MULTILINE)
+_RUST_ERROR = re.compile(r"\nerror\[(E\d+)\]")
+_TSC_ERROR = re.compile(r"\n([^\s(]+\.\w+)\(\d+,\d+\): error (TS\d+)")
 _DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
 MAX_FAILURE_KEYS = 8
 """Keys kept per observation (sorted): enough to recognise a failure again, and a
@@ -352,9 +360,11 @@ class Observation:
 
 
 def _window(text: str) -> str:
+    """The text after a newline (so every line starts after one); its head and tail
+    only when it is long: errors and summaries print there."""
     if len(text) <= SCAN_HEAD + SCAN_TAIL:
-        return text
-    return text[:SCAN_HEAD] + "\n" + text[-SCAN_TAIL:]
+        return "\n" + text
+    return "\n" + text[:SCAN_HEAD] + "\n" + text[-SCAN_TAIL:]
 
 
 def _norm(text: str) -> str:
@@ -365,7 +375,10 @@ def failure_keys(output: str) -> frozenset[str]:
     """The identity of a failure: what failed and where, without the volatile parts
     (line numbers, values, addresses), so the same failure after an unrelated edit
     is recognised as the same."""
-    window = _window(output)
+    return _failure_keys(_window(output))
+
+
+def _failure_keys(window: str) -> frozenset[str]:
     keys = {"test:" + "".join(g for g in m.groups() if g) for m in _TEST_ID.finditer(window)}
     tb = window.rfind("Traceback (most recent call last)")
     if tb >= 0:
@@ -386,35 +399,50 @@ def failure_keys(output: str) -> frozenset[str]:
     return frozenset(sorted(keys)[:MAX_FAILURE_KEYS])
 
 
-def _exit_code(text: str) -> int | None:
-    m = _EXIT_CODE.search(text)
-    if m is None:
-        return None
-    return int(m.group(1) or m.group(2))
+def _wrapped(window: str) -> bool:
+    return any(mark in window for mark in _WRAPPER_MARKS)
 
 
-def _observe(text: str, is_error: bool, wrapped: bool) -> Observation:
-    text = _window(text)
-    code = _exit_code(text)
-    body = _WRAPPER_TEXT.sub("", text) if wrapped else text
+def _exit_code(window: str) -> int | None:
+    m = _RETURNCODE.search(window) if "<returncode>" in window else None
+    if m is None and "with exit code" in window:
+        m = _EXIT_LINE.search(window)
+    return None if m is None else int(m.group(1))
+
+
+def _tests_passed(window: str) -> bool:
+    """A test runner's summary of a run with passes (the caller checks no failures)."""
+    for m in _TEST_PASS.finditer(window):
+        line = m.group(1)
+        if line is None or ("failed" not in line and "error" not in line):
+            return True
+    return _CARGO_PASS in window
+
+
+def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
+    """Read one command output (`window` from _window)."""
+    code = _exit_code(window) if wrapped else None
+    body = window
     command = None
-    aider = _AIDER_RUN.match(text) if wrapped else None
-    if aider is not None:
-        command, body = aider.group(1).strip(), text[aider.end() :]
-    if text.startswith(_FORMAT_ERROR):
-        return Observation(True, frozenset({"format_error"}), error_flag=True)
+    if wrapped:
+        if window.startswith(_FORMAT_ERROR):
+            return Observation(True, frozenset({"format_error"}), error_flag=True)
+        aider = _AIDER_RUN.match(window)
+        if aider is not None:
+            command, body = aider.group(1).strip(), "\n" + window[aider.end() :]
+        body = _WRAPPER_LINES.sub("\n", _WRAPPER_TAGS.sub("", body))
     test_failed = looks_like_test_failure(body)
     if code is None:  # no exit code: the harness's own words, then the output's shapes
         failed = is_error or test_failed or _REJECTED.search(body) is not None
-        failed = failed or looks_failed(body)
+        failed = failed or _TIMED_OUT in body or looks_like_error(body)
     elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
         failed = is_error or test_failed or "Traceback (most recent call last)" in body
     else:  # grep/diff/test answering "no" print nothing: that is not a failure
         failed = is_error or bool(body.strip())
     return Observation(
         failed=failed,
-        failures=failure_keys(body) if failed else frozenset(),
-        tests_passed=not test_failed and _TEST_PASS.search(_window(body)) is not None,
+        failures=_failure_keys(body) if failed else frozenset(),
+        tests_passed=not test_failed and _tests_passed(body),
         error_flag=is_error or (code is not None and code != 0),
         command=command,
     )
@@ -447,13 +475,14 @@ def observe(m: Message, follows: Follows) -> Observation | None:
     if key in _observe_memo:
         return _observe_memo[key]
     result: Observation | None
-    wrapped = _WRAPPER.search(_window(text)) is not None
+    window = _window(text)
+    wrapped = _wrapped(window)
     if m.role == "tool":
-        result = _observe(text, m.is_error, wrapped)
+        result = _observe(window, m.is_error, wrapped)
     elif wrapped:
-        result = _observe(text, False, wrapped=True)
-    elif follows == "action" and (looks_failed(text) or _TEST_PASS.search(_window(text))):
-        result = _observe(text, False, wrapped=False)
+        result = _observe(window, False, wrapped=True)
+    elif follows == "action" and (looks_failed(text) or _tests_passed(window)):
+        result = _observe(window, False, wrapped=False)
     else:
         result = None
     _remember(_observe_memo, key, result)

@@ -22,18 +22,22 @@ affecting the next turn. Infrastructure failure is never capability failure:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 from tiergate.core.model import ChatRequest, ChatResponse, Message
 from tiergate.routing.observations import is_edit_call, latest_turn_bounds, parse_args
 from tiergate.routing.output_shapes import looks_like_error, looks_like_test_failure
-from tiergate.routing.progress import Progress, progress_of
+from tiergate.routing.progress import Progress
+from tiergate.routing.transcript import fingerprint
 
 __all__ = [
     "REQUEST_REASONS",
     "RESPONSE_PRODUCERS",
+    "ProgressCache",
     "Strike",
     "is_edit_call",
     "latest_turn",
@@ -75,16 +79,63 @@ REQUEST_REASONS = (
 """Request-side strike reasons (routing.progress), in the order they are reported."""
 
 
+class ProgressCache:
+    """The latest fold of each recent conversation, found again by its content.
+
+    An agent's next request is its previous request plus the reply and the new
+    turn, so the previous request's fold is the one over the messages before the
+    latest assistant reply; extending it reads only the new messages, with no
+    session id needed. Keyed like the transcript summary's prefix check (count,
+    first and last message fingerprints); a rewritten history misses and is
+    folded from scratch. One entry per conversation (extending pops the old one),
+    bounded, oldest first out. A miss only costs a full fold.
+    """
+
+    def __init__(self, limit: int = 20_000) -> None:
+        self.limit = limit
+        self._by_prefix: dict[tuple[int, int, int], Progress] = {}
+
+    def fold(self, messages: Sequence[Message]) -> Progress:
+        n = len(messages)
+        if n == 0:
+            return Progress()
+        key = _prefix_key(messages, n)
+        progress = self._by_prefix.get(key)  # a retry of the same request
+        if progress is not None:
+            return progress
+        start, _ = latest_turn_bounds(messages)
+        previous = start - 1  # the reply to the previous request, which ended before it
+        progress = None
+        if previous > 0:
+            progress = self._by_prefix.pop(_prefix_key(messages, previous), None)
+        if progress is None:
+            progress, previous = Progress(), 0
+        for i in range(previous, n):
+            progress.add(messages[i], i)
+        if len(self._by_prefix) >= self.limit:
+            with contextlib.suppress(StopIteration, RuntimeError):
+                self._by_prefix.pop(next(iter(self._by_prefix)), None)
+        self._by_prefix[key] = progress
+        return progress
+
+
+def _prefix_key(messages: Sequence[Message], count: int) -> tuple[int, int, int]:
+    return count, fingerprint(messages[0]), fingerprint(messages[count - 1])
+
+
+_progress_cache = ProgressCache()
+
+
 def request_strikes(req: ChatRequest, progress: Progress | None = None) -> list[Strike]:
     """The request-side strikes of this request's latest turn, one per reason.
 
     `progress` is the fold over exactly `req.messages` when the caller has one
-    (the session's transcript summary keeps it, so a deep turn reads only its new
-    messages); without it the whole request is folded, each message's
-    classification coming from a memo.
+    (the session's transcript summary keeps it); without it the fold comes from
+    the process-wide ProgressCache, so a deep turn still reads only its new
+    messages.
     """
     if progress is None:
-        progress = progress_of(req.messages)
+        progress = _progress_cache.fold(req.messages)
     start, _ = latest_turn_bounds(req.messages)
     found: dict[str, str] = {}
     for stuck in progress.stuck_since(start):
