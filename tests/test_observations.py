@@ -251,11 +251,16 @@ def text_session() -> ChatRequest:
     )
 
 
-def test_text_observations_set_has_tools_in_both_scopes() -> None:
+def test_text_observations_leave_the_lexical_features_alone() -> None:
+    """HasTools means tools declared or tool-protocol results: a text agent's output
+    scores as its latest turn, without the term (docs/escalation.md)."""
     req = text_session()
-    assert delta_features(req).has_tools and full_transcript_features(req).has_tools
-    chat = ChatRequest(model="m", messages=[user("hi"), reply("```bash\nls\n```"), user("ok")])
-    assert not delta_features(chat).has_tools and not full_transcript_features(chat).has_tools
+    assert not delta_features(req).has_tools and not full_transcript_features(req).has_tools
+    as_tool = ChatRequest(
+        model="m",
+        messages=[*req.messages[:2], Message("tool", [TextPart(TRACEBACK)], tool_call_id="c")],
+    )
+    assert delta_features(as_tool).has_tools
 
 
 def test_text_observations_are_not_user_turns_and_commands_are_tool_calls() -> None:

@@ -22,7 +22,7 @@ from tiergate.routing.progress import (
     Progress,
     progress_of,
 )
-from tiergate.routing.strikes import request_strikes
+from tiergate.routing.strikes import ProgressCache, request_strikes
 
 
 @dataclass(frozen=True)
@@ -182,3 +182,34 @@ def test_state_stays_bounded() -> None:
     progress = progress_of(session(steps, False))
     assert len(progress.seen) <= STATE_LIMIT and len(progress.failing) <= STATE_LIMIT
     assert len(progress.diverse) <= STATE_LIMIT and len(progress.stuck) <= 8
+
+
+# ---- ProgressCache: request_strikes without a session summary ------------------------
+
+
+def requests_of(msgs: list[Message]) -> list[list[Message]]:
+    """The requests an agent sends along `msgs`: each ends on an observation."""
+    return [msgs[:end] for end in range(1, len(msgs) + 1) if msgs[end - 1].role != "assistant"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.one_of(fix_cycles(), st.just([Edit(9), Run("pytest", "t1")]))), st.booleans())
+def test_the_cache_extends_the_previous_request_exactly(
+    blocks: list[list[Step]], text: bool
+) -> None:
+    cache = ProgressCache()
+    msgs = session([step for block in blocks for step in block], text)
+    for request in requests_of(msgs):
+        assert cache.fold(request) == progress_of(request)
+        assert cache.fold(request) is cache.fold(request)  # a retry reads nothing
+
+
+def test_sessions_sharing_a_prompt_and_a_last_output_do_not_share_a_fold() -> None:
+    cache = ProgressCache()
+    steps: list[Step] = [Run("pytest -q", "test_0"), Edit(0), Run("pytest -q", "test_0")]
+    stuck = session([*steps, Edit(1), Run("pytest -q", "test_0")], True)
+    other = session([Run("ls", None), Run("cat a.py", None), Run("git diff", None)], True)
+    other[1] = Message("assistant", [TextPart("A different reply.\n\n```bash\nls -la\n```")])
+    other = [*other, *stuck[len(other) :]]  # same length, same last message
+    assert len(other) == len(stuck) and other[-1] == stuck[-1] and other[0] == stuck[0]
+    assert cache.fold(stuck).stuck and cache.fold(other) == progress_of(other)

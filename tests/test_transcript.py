@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from tiergate.core.model import ChatRequest, ImagePart, Message, TextPart, ToolCall, ToolSpec
 from tiergate.routing.difficulty import full_transcript_features
 from tiergate.routing.features import agent_state
+from tiergate.routing.progress import progress_of
 from tiergate.routing.strikes import request_strikes
 from tiergate.routing.transcript import (
     TranscriptCache,
@@ -94,7 +95,7 @@ def assert_equal_to_full_pass(summary: TranscriptSummary, req: ChatRequest) -> N
     assert summary.agent_state(req) == agent_state(req)
     assert summary.prompt_tokens(req) == approx_prompt_tokens(req)
     assert summary.images == req.has_images()
-    assert request_strikes(req, summary.progress) == request_strikes(req)
+    assert request_strikes(req, summary.progress) == request_strikes(req, progress_of(req.messages))
 
 
 @settings(max_examples=150, deadline=None)

@@ -46,13 +46,7 @@ from tiergate.routing.lexicon import (
     math_marker_count,
     reasoning_cue_count,
 )
-from tiergate.routing.observations import (
-    Follows,
-    after,
-    latest_turn_bounds,
-    observe,
-    turn_observations,
-)
+from tiergate.routing.observations import latest_turn_bounds
 
 
 def count_tokens(text: str) -> int:
@@ -253,7 +247,6 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
     for spec in req.tools:
         tally.tokens += count_tokens(spec.name) + count_tokens(spec.description)
     has_tools = bool(req.tools)
-    follows: Follows = "opening"  # a text agent's command output counts as a tool result
     for m in req.messages:
         tally.add(m.text())
         for call in m.tool_calls:
@@ -261,10 +254,6 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
             has_tools = True
         if m.role == "tool":
             has_tools = True
-        elif m.role == "user" and not has_tools:
-            has_tools = observe(m, follows) is not None
-        if not has_tools:
-            follows = after(follows, m)
     return tally.features(len(system), has_tools)
 
 
@@ -279,8 +268,11 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
     """Features of the latest turn only, with SystemPromptLogLen zeroed (report §3.2).
 
     HasTools keeps its meaning (the request declares tools, or the turn carries
-    tool results), matching the report's 0.90 theoretical delta maximum; a text
-    agent's command output (routing.observations) is a tool result here too.
+    tool-protocol results), matching the report's 0.90 theoretical delta maximum.
+    A text agent's command output (routing.observations) is its latest turn like
+    any tool result, but does not set HasTools: a text agent declares no tools,
+    so all its turns, asks and outputs alike, score without that term
+    (docs/escalation.md, "Text-protocol agents", has the measurement).
     """
     tally = Tally()
     has_tools = bool(req.tools)
@@ -288,8 +280,6 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
         tally.add(m.text())
         if m.role == "tool":
             has_tools = True
-    if not has_tools:
-        has_tools = bool(turn_observations(req.messages))
     return tally.features(0, has_tools)  # log1p(0) == 0: SystemPromptLogLen zeroed
 
 

@@ -85,15 +85,15 @@ class ProgressCache:
     An agent's next request is its previous request plus the reply and the new
     turn, so the previous request's fold is the one over the messages before the
     latest assistant reply; extending it reads only the new messages, with no
-    session id needed. Keyed like the transcript summary's prefix check (count,
-    first and last message fingerprints); a rewritten history misses and is
-    folded from scratch. One entry per conversation (extending pops the old one),
-    bounded, oldest first out. A miss only costs a full fold.
+    session id needed. Keyed by the message count and a few message fingerprints
+    (`_prefix_key`); a rewritten history misses and is folded from scratch. One
+    entry per conversation (extending pops the old one), bounded, oldest first
+    out. A miss only costs a full fold.
     """
 
     def __init__(self, limit: int = 20_000) -> None:
         self.limit = limit
-        self._by_prefix: dict[tuple[int, int, int], Progress] = {}
+        self._by_prefix: dict[tuple[int, int], Progress] = {}
 
     def fold(self, messages: Sequence[Message]) -> Progress:
         n = len(messages)
@@ -119,8 +119,15 @@ class ProgressCache:
         return progress
 
 
-def _prefix_key(messages: Sequence[Message], count: int) -> tuple[int, int, int]:
-    return count, fingerprint(messages[0]), fingerprint(messages[count - 1])
+def _prefix_key(messages: Sequence[Message], count: int) -> tuple[int, int]:
+    """The identity of `messages[:count]`, from five of its messages: the first
+    (often a system prompt every session of an agent shares), the second (the
+    task), the middle one and the last two. Sessions of one agent that share a
+    prompt and end on the same boilerplate observation still differ in the task or
+    the replies; two conversations equal at all five positions but different
+    elsewhere would share a fold (the blind spot routing.transcript documents)."""
+    picks = {0, min(1, count - 1), count // 2, max(count - 2, 0), count - 1}
+    return count, hash(tuple(fingerprint(messages[i]) for i in sorted(picks)))
 
 
 _progress_cache = ProgressCache()

@@ -71,8 +71,6 @@ class TranscriptSummary:
             self.tally.add(call.arguments)
             self.tool_messages = True
         self.progress.add(m, index)
-        if m.role == "user" and self.progress.last_kind == "tool":
-            self.tool_messages = True  # a text agent's command output is a tool result
         if not self.images:
             self.images = any(isinstance(p, ImagePart) for p in m.content)
 
