@@ -1,0 +1,375 @@
+"""Drive real agent CLIs through the gateway to the scripted simulator.
+
+One `AgentBench` is a simulator (with an agent script armed), a gateway on it
+with a SQLite usage table, and a scratch git repository with a failing test.
+`run` starts the agent as a subprocess with a bounded timeout, a private HOME
+and config dirs, no proxy, and telemetry and update checks off. Afterwards
+`session_report` reads what the gateway recorded: every request's usage row
+(key, tier, cache tokens, session hash) joined with what a tap in front of the
+gateway saw (which header or body field named the session, the tier header).
+
+Agents are installed by `.ci/install-agents.sh` (`make agents`) under
+`.agents/`; a missing one skips, or fails under TIERGATE_REQUIRE_SERVICES=1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+import subprocess
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import orjson
+import pytest
+
+from servers import ServerThread, gateway_config
+from tiergate.app import create_app
+from tiergate.config import parse_config
+from tiergate.routing.session import resolve_session_id
+from tiergate.sim.app import create_sim_app
+from tiergate.sim.script import CALC_FIXED, TEST_COMMAND, scratch_project
+
+ROOT = Path(__file__).resolve().parent.parent
+AGENTS_DIR = Path(os.environ.get("TIERGATE_AGENTS_DIR", ROOT / ".agents"))
+WEAK = "openai/gpt-5-mini"
+STRONG = "anthropic/claude-sonnet-4-5"
+ROUTER_MODEL = "orcarouter/coding"
+AGENT_TIMEOUT = 90.0
+TASK = "The test in test_calc.py fails. Fix calc.py so that it passes."
+
+#: Every agent gets these: no telemetry, no update checks, no proxies.
+QUIET_ENV = {
+    "DISABLE_AUTOUPDATER": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_ERROR_REPORTING": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "OPENCODE_DISABLE_AUTOUPDATE": "1",
+    "OPENCODE_DISABLE_SHARE": "1",
+    "OPENCODE_DISABLE_MODELS_FETCH": "1",
+    "OPENCODE_DISABLE_LSP_DOWNLOAD": "1",
+    "OPENCODE_DISABLE_DEFAULT_PLUGINS": "1",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_TELEMETRY": "False",
+    "MSWEA_SILENT_STARTUP": "1",
+    "NO_COLOR": "1",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
+def agent_binary(relative: str, package: str) -> Path:
+    """The installed agent's executable; skip (or fail when services are required)."""
+    path = AGENTS_DIR / relative
+    if path.exists():
+        return path
+    message = f"{package} is not installed at {path}; run `make agents`"
+    if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{message} (TIERGATE_REQUIRE_SERVICES=1)", pytrace=False)
+    pytest.skip(message)
+
+
+# ---- the tap: what each request said about its session ------------------------------
+
+
+@dataclass(slots=True)
+class Seen:
+    path: str
+    session_source: str | None
+    session_value: str | None
+    offers_tools: bool
+    status: int = 0
+    request_id: str | None = None
+    tier_header: str | None = None
+    resolved_model: str | None = None
+
+
+class RequestTap:
+    """ASGI wrapper in front of the gateway: records, per request, the session id
+    source the gateway's own resolver finds and the tier headers it answers with.
+    Reads the body once and replays it to the gateway unchanged."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.seen: list[Seen] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.app, name)
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        chunks = []
+        while True:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                break
+        raw = b"".join(chunks)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            body = orjson.loads(raw) if raw else {}
+        except orjson.JSONDecodeError:
+            body = {}
+        body = body if isinstance(body, dict) else {}
+        session = resolve_session_id(headers, body)
+        seen = Seen(
+            scope["path"],
+            session and session.source,
+            session and session.value,
+            bool(body.get("tools")),
+        )
+        self.seen.append(seen)
+        replayed = False
+
+        async def replay() -> dict[str, Any]:
+            nonlocal replayed
+            if not replayed:
+                replayed = True
+                return {"type": "http.request", "body": raw, "more_body": False}
+            return await receive()
+
+        async def watch(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                seen.status = message["status"]
+                got = {k.decode().lower(): v.decode() for k, v in message.get("headers", [])}
+                seen.request_id = got.get("x-orca-request-id")
+                seen.tier_header = got.get("x-orca-session-tier")
+                seen.resolved_model = got.get("x-orca-resolved-model")
+            await send(message)
+
+        await self.app(scope, replay, watch)
+
+
+# ---- the bench ----------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    """One model request of the agent's session, as the gateway recorded it."""
+
+    path: str
+    status: int
+    model: str | None
+    key_index: int | None
+    tier_header: str | None
+    input_tokens: int
+    cache_read_tokens: int
+    session_hash: str | None
+    session_source: str | None
+    offers_tools: bool
+
+
+@dataclass
+class SessionReport:
+    turns: list[Turn]
+    """The agent's main session (the session with the most requests), in order."""
+    side_requests: int
+    """Requests of other sessions (titles, summaries): served, but not the session."""
+    failed: list[Seen] = field(default_factory=list)
+    """Requests the gateway did not answer with 200."""
+
+    @property
+    def session_sources(self) -> set[str | None]:
+        return {t.session_source for t in self.turns}
+
+    @property
+    def keys(self) -> set[tuple[str | None, int | None]]:
+        return {(t.model, t.key_index) for t in self.turns}
+
+    @property
+    def agent_turns(self) -> list[Turn]:
+        """The turns of the agent loop: those offering tools when any does, which
+        leaves out a session's side requests (opencode's title request shares
+        its session id)."""
+        with_tools = [t for t in self.turns if t.offers_tools]
+        return with_tools or self.turns
+
+    def cache_hit_rate(self, start: int = 1, end: int | None = None) -> float:
+        """Cached share of the prompt tokens of agent_turns[start:end]: after the
+        first turn, every turn should find the previous turn's prefix cached."""
+        turns = self.agent_turns[start:end]
+        prompt = sum(t.input_tokens for t in turns)
+        return sum(t.cache_read_tokens for t in turns) / prompt if prompt else 0.0
+
+    def summary(self) -> str:
+        rows = [
+            f"{t.path} {t.status} {t.model} key={t.key_index} tier={t.tier_header!r} "
+            f"in={t.input_tokens} cached={t.cache_read_tokens} src={t.session_source} "
+            f"tools={t.offers_tools}"
+            for t in self.turns
+        ]
+        return "\n".join([*rows, f"side requests: {self.side_requests}, failed: {self.failed}"])
+
+
+def escalating_router() -> dict[str, Any]:
+    """Cheapest-first with automatic escalation: strikes (not difficulty, which
+    needs a scoring strategy) move a failing session to the strong pool."""
+    return {
+        "name": "coding",
+        "allowed_models": ["openai/*", "anthropic/*"],
+        "strategy": "cheapest",
+        "default_model": WEAK,
+        "strong_pool": [STRONG],
+        "escalation": {"mode": "auto", "share_warmup_requests": 1000},
+    }
+
+
+class AgentBench:
+    def __init__(self, tmp: Path, script: str) -> None:
+        self.tmp = tmp
+        self.script = script
+        self.repo = tmp / "repo"
+        self.home = tmp / "home"
+        self.db = tmp / "usage.db"
+        self.tap: RequestTap | None = None
+        self.sim: ServerThread | None = None
+        self.gateway: ServerThread | None = None
+        self.report = SessionReport([], 0)
+        """Filled in by the test once the agent has run (`session_report()`)."""
+        self.elapsed = 0.0
+
+    @property
+    def url(self) -> str:
+        assert self.gateway is not None
+        return self.gateway.url
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[AgentBench]:
+        self._make_repo()
+        with ServerThread(create_sim_app()) as sim:
+            httpx.post(f"{sim.url}/_sim/script", json={"name": self.script}).raise_for_status()
+            cfg = gateway_config(
+                sim.url, routers=[escalating_router()], database={"url": f"sqlite:///{self.db}"}
+            )
+            self.tap = RequestTap(create_app(parse_config(cfg)))
+            self.sim = sim
+            with ServerThread(self.tap) as gw:
+                self.gateway = gw
+                yield self
+
+    def _make_repo(self) -> None:
+        self.repo.mkdir(parents=True)
+        self.home.mkdir(parents=True)
+        for name, text in scratch_project().items():
+            (self.repo / name).write_text(text)
+        git = ["git", "-C", str(self.repo)]
+        subprocess.run([*git, "init", "-q"], check=True, timeout=30)
+        subprocess.run([*git, "add", "."], check=True, timeout=30)
+        subprocess.run(
+            [*git, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "init"],
+            check=True,
+            timeout=30,
+        )
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """A clean environment: PATH and locale only, a private HOME, quiet flags."""
+        keep = {k: v for k, v in os.environ.items() if k in ("PATH", "LANG", "LC_ALL", "TERM")}
+        home = str(self.home)
+        return {
+            **keep,
+            "HOME": home,
+            "XDG_CONFIG_HOME": f"{home}/.config",
+            "XDG_DATA_HOME": f"{home}/.local/share",
+            "XDG_CACHE_HOME": f"{home}/.cache",
+            "XDG_STATE_HOME": f"{home}/.local/state",
+            "GIT_AUTHOR_NAME": "agent",
+            "GIT_AUTHOR_EMAIL": "agent@example.com",
+            "GIT_COMMITTER_NAME": "agent",
+            "GIT_COMMITTER_EMAIL": "agent@example.com",
+            **QUIET_ENV,
+            **extra,
+        }
+
+    def run(
+        self, argv: list[str], env: dict[str, str], timeout: float = AGENT_TIMEOUT
+    ) -> subprocess.CompletedProcess[str]:
+        started = time.monotonic()
+        try:
+            done = subprocess.run(
+                argv,
+                cwd=self.repo,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            tail = (exc.stdout or b"")[-3000:], (exc.stderr or b"")[-3000:]
+            raise AssertionError(f"{argv[0]} timed out after {timeout}s: {tail}") from exc
+        self.elapsed = time.monotonic() - started
+        return done
+
+    def tests_pass(self) -> bool:
+        done = subprocess.run(
+            TEST_COMMAND.split(), cwd=self.repo, capture_output=True, text=True, timeout=60
+        )
+        return done.returncode == 0
+
+    def calc_fixed(self) -> bool:
+        return (self.repo / "calc.py").read_text() == CALC_FIXED
+
+    def session_report(self) -> SessionReport:
+        """Read the usage rows (after the gateway flushed them) joined with the tap."""
+        assert self.tap is not None and self.gateway is not None
+        self.gateway.stop()  # flushes the recorder
+        with contextlib.closing(sqlite3.connect(self.db)) as db:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM usage ORDER BY ts, id").fetchall()
+        by_id = {s.request_id: s for s in self.tap.seen if s.request_id}
+        sessions = Counter(r["session_hash"] for r in rows)
+        main = sessions.most_common(1)[0][0] if sessions else None
+        turns = []
+        for r in rows:
+            if r["session_hash"] != main:
+                continue
+            seen = by_id.get(r["request_id"])
+            turns.append(
+                Turn(
+                    path=seen.path if seen else "?",
+                    status=r["status"],
+                    model=r["model"],
+                    key_index=r["key_index"],
+                    tier_header=seen.tier_header if seen else None,
+                    input_tokens=r["input_tokens"],
+                    cache_read_tokens=r["cache_read_tokens"],
+                    session_hash=r["session_hash"],
+                    session_source=seen.session_source if seen else None,
+                    offers_tools=seen.offers_tools if seen else False,
+                )
+            )
+        failed = [s for s in self.tap.seen if s.status != 200]
+        return SessionReport(turns, len(rows) - len(turns), failed)
+
+
+def assert_served_one_session(report: SessionReport, min_turns: int) -> None:
+    """Every request answered, one session id source, one model and key throughout."""
+    assert not report.failed, report.summary()
+    assert len(report.turns) >= min_turns, report.summary()
+    assert all(t.status == 200 for t in report.turns), report.summary()
+    assert len(report.session_sources) == 1, report.summary()
+    assert len(report.keys) == 1, report.summary()
+
+
+def assert_cache_warm(report: SessionReport, minimum: float = 0.95) -> None:
+    rate = report.cache_hit_rate()
+    assert rate >= minimum, f"cache-hit rate {rate:.3f} after turn 1\n{report.summary()}"
+
+
+def assert_escalated_by_strikes(report: SessionReport) -> None:
+    tiers = [t.tier_header for t in report.turns]
+    assert "strong; reason=strikes" in tiers, report.summary()
+    first = tiers.index("strong; reason=strikes")
+    assert all(t == "base" for t in tiers[:first]), report.summary()
+    assert all(t.model == STRONG for t in report.turns[first:]), report.summary()
+    # one key per tier: the base turns on one, the strong turns on one
+    assert len({(t.model, t.key_index) for t in report.turns[:first]}) == 1, report.summary()
+    assert len({(t.model, t.key_index) for t in report.turns[first:]}) == 1, report.summary()
