@@ -21,8 +21,10 @@ How a step is said depends on what the request offers:
                a string or, for Codex's `shell`, an argv list). Edits are shell
                edits (`sed -i`): every agent's shell can run them, while edit
                tools differ in arguments and preconditions (read-before-edit).
-  mini-swe     one ```bash block per reply (mini-swe-agent's text protocol);
-               done is `echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`
+  mini-swe     one fenced command per reply (mini-swe-agent's text protocol:
+               ```mswea_bash_command in 2.x, ```bash in 1.x, as its prompt
+               shows). In both of its modes it ends only when a command
+               prints `COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT`.
   aider        SEARCH/REPLACE blocks (aider's editblock format); aider itself
                runs the tests (`--auto-test`) and sends the failure back
   otherwise    None: side requests (titles, summaries) get the normal reply
@@ -44,7 +46,9 @@ from tiergate.sim.responder import Reply, ToolCallOut, synthesize
 ScriptName = Literal["fix", "loop"]
 SCRIPTS: tuple[ScriptName, ...] = ("fix", "loop")
 
-TEST_COMMAND = "python3 -m unittest -v test_calc"
+TEST_COMMAND = "python3 -B -m unittest -v test_calc"
+"""-B: an edit in the same second to a same-size file would otherwise be masked by a
+stale .pyc (its check is mtime in whole seconds plus size)."""
 FIX_COMMAND = "sed -i 's/return a - b/return a + b/' calc.py"
 #: Two wrong edits the loop alternates between: both leave `add` subtracting.
 WRONG_EDITS = (
@@ -53,7 +57,10 @@ WRONG_EDITS = (
 )
 LOOP_STEPS = 8
 """Model turns in the loop script before it gives up (the last one says done)."""
-MINI_SWE_DONE = "echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+MINI_SWE_SENTINEL = "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT"
+MINI_SWE_DONE = f"echo {MINI_SWE_SENTINEL}"
+MINI_SWE_FENCE_V2 = "```mswea_bash_command"
+"""mini-swe-agent 2.x text mode's action fence; 1.x used ```bash."""
 
 CALC_BROKEN = "def add(a, b):\n    return a - b\n"
 CALC_FIXED = "def add(a, b):\n    return a + b\n"
@@ -89,14 +96,15 @@ _WRONG = (
 )
 _DONE = Step(None, "The tests pass now: add returns the sum. Done.")
 _GIVE_UP = Step(None, "The test still fails and I am out of ideas. Stopping.")
+_STEPS = (_RUN_TESTS, _FIX, *_WRONG, _DONE, _GIVE_UP)
 _SCRIPTED = re.compile(
     "|".join(
         re.escape(text)
-        for step in (_RUN_TESTS, _FIX, *_WRONG, _DONE, _GIVE_UP)
-        for text in (step.say, step.command)
+        for text in (*(s.say for s in _STEPS), *(s.command for s in _STEPS), MINI_SWE_DONE)
         if text
     )
 )
+"""What marks an assistant message as one of the script's turns."""
 
 
 def script_step(name: ScriptName, turn: int, *, edits_only: bool = False) -> Step:
@@ -154,11 +162,11 @@ def shell_tool(tools: list[ToolDef]) -> ToolDef | None:
     return next((t for t in tools if any(n in t.name.lower() for n in _SHELL_NAMES)), None)
 
 
-def dialect(call: SimCall) -> Dialect | None:
+def dialect(call: SimCall, prompt: str) -> Dialect | None:
+    """How this request wants its step said; `prompt` is its text, markers left out."""
     if call.tools:
         return "tools" if shell_tool(call.tools) is not None else None
-    prompt = "".join(b.text for b in call.blocks if not b.marker)
-    if "COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT" in prompt:
+    if MINI_SWE_SENTINEL in prompt:
         return "mini-swe"
     if "SEARCH/REPLACE" in prompt and ">>>>>>> REPLACE" in prompt:
         return "aider"
@@ -170,26 +178,25 @@ def dialect(call: SimCall) -> Dialect | None:
 
 def scripted_reply(call: SimCall, name: ScriptName, digest: bytes) -> Reply | None:
     """The script's answer to this request, or None when it is not a scripted turn."""
-    kind = dialect(call)
+    prompt = "".join(b.text for b in call.blocks if not b.marker)
+    kind = dialect(call, prompt)
     if kind is None or call.last_turn == "assistant":
         return None
     seed = int.from_bytes(digest[:8], "big")
     step = script_step(name, model_turns(call), edits_only=kind == "aider")
-    reply = Reply(seed=seed)
-    if kind == "tools":
+    # mini-swe-agent ends only when a command prints its sentinel, tools or not
+    command = step.command or (MINI_SWE_DONE if MINI_SWE_SENTINEL in prompt else None)
+    reply = Reply(seed=seed, text=step.say)
+    if kind == "tools" and command is not None:
         tool = shell_tool(call.tools)
         assert tool is not None
-        if step.command is None:
-            reply.text = step.say
-        else:
-            reply.text = step.say
-            arguments = shell_arguments(tool, step.command, random.Random(seed))
-            reply.tool_calls = [ToolCallOut(f"{seed:016x}0000", tool.name, arguments, None)]
-            reply.tool_calls[0].input = orjson.loads(arguments)
-            reply.finish = "tool_calls"
+        arguments = shell_arguments(tool, command, random.Random(seed))
+        reply.tool_calls = [ToolCallOut(f"{seed:016x}0000", tool.name, arguments, None)]
+        reply.tool_calls[0].input = orjson.loads(arguments)
+        reply.finish = "tool_calls"
     elif kind == "mini-swe":
-        command = step.command or MINI_SWE_DONE
-        reply.text = f"THOUGHT: {step.say}\n\n```bash\n{command}\n```"
+        fence = MINI_SWE_FENCE_V2 if MINI_SWE_FENCE_V2 in prompt else "```bash"
+        reply.text = f"THOUGHT: {step.say}\n\n{fence}\n{command}\n```"
     else:
         reply.text = step.say if step.edit is None else _aider_edit(step)
     reply.output_tokens = count_tokens(reply.text) + sum(

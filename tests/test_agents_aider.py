@@ -1,0 +1,72 @@
+"""aider (`aider --message`) through tiergate, via litellm's OpenAI provider.
+
+aider edits with SEARCH/REPLACE blocks and, with `--auto-test`, runs the tests
+itself and sends a failure back as the next user message (up to three times),
+so the session is multi-turn with no tools. It sends no session id: the
+fingerprint (system prompt plus first user message) names the session.
+
+Its prompt puts the chat files' current text after the stable prefix, so each
+edit re-sends the tail uncached: the rate is held to what the same requests get
+sent to the provider directly. Its failures come back as user text, not tool
+results, which the strike producers do not read: see docs/agents.md.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agents_support import (
+    ROUTER_MODEL,
+    TASK,
+    AgentBench,
+    agent_binary,
+    assert_cache_as_direct,
+    assert_served_one_session,
+)
+from servers import TOKEN
+from tiergate.sim.script import TEST_COMMAND
+
+pytestmark = pytest.mark.agents
+
+#: Context size and price of the router model, so aider does not download
+#: litellm's model list to look it up.
+MODEL_METADATA = {
+    f"openai/{ROUTER_MODEL}": {
+        "max_input_tokens": 200_000,
+        "max_output_tokens": 32_000,
+        "input_cost_per_token": 0.0,
+        "output_cost_per_token": 0.0,
+        "litellm_provider": "openai",
+        "mode": "chat",
+    }
+}
+
+
+def run_aider(tmp_path: Path, script: str) -> AgentBench:
+    binary = agent_binary("aider/bin/aider", "aider-chat")
+    bench = AgentBench(tmp_path, script)
+    with bench.running():
+        metadata = bench.home / "model-metadata.json"
+        metadata.write_bytes(orjson.dumps(MODEL_METADATA))
+        env = bench.env(OPENAI_API_BASE=f"{bench.url}/v1", OPENAI_API_KEY=TOKEN)
+        argv = [str(binary), "--model", f"openai/{ROUTER_MODEL}", "--edit-format", "diff"]
+        argv += ["--model-metadata-file", str(metadata), "--message", TASK, "--yes-always"]
+        argv += ["--no-check-update", "--no-show-release-notes", "--analytics-disable"]
+        argv += ["--no-show-model-warnings", "--no-auto-commits", "--no-pretty"]
+        argv += ["--no-fancy-input", "--auto-test", "--test-cmd", TEST_COMMAND]
+        done = bench.run([*argv, "calc.py", "test_calc.py"], env)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert "HTTPSConnection" not in done.stdout + done.stderr  # stayed offline
+        bench.report = bench.session_report()
+    return bench
+
+
+def test_aider_fixes_the_test_after_two_failed_edits(tmp_path: Path) -> None:
+    bench = run_aider(tmp_path, "fix")
+    assert_served_one_session(bench.report, min_turns=3)
+    assert bench.report.session_sources == {"fingerprint"}
+    assert_cache_as_direct(bench.report)
+    assert bench.calc_fixed() and bench.tests_pass()
