@@ -91,6 +91,31 @@ def test_empty_or_blank_values_fall_through() -> None:
     assert session is not None and session.source == "body:prompt_cache_key"
 
 
+@pytest.mark.parametrize(
+    "user_id",
+    [
+        CLAUDE_CODE_USER_ID,
+        f"user_{'a' * 64}_account__session_{UUID}",  # no account: an empty segment
+    ],
+)
+def test_claude_code_legacy_user_id(user_id: str) -> None:
+    session = resolve_session_id({}, {**OPENAI_BODY, "metadata": {"user_id": user_id}})
+    assert session == SessionId(UUID, "body:metadata.user_id", True)
+
+
+def test_claude_code_header_and_json_user_id_name_the_same_session() -> None:
+    """Claude Code 2.1 sends both; either alone resolves to the same scope."""
+    user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "acc", "session_id": UUID})
+    body = {**OPENAI_BODY, "metadata": {"user_id": user_id}}
+    both = resolve_session_id({"x-claude-code-session-id": UUID}, body)
+    header_only = resolve_session_id({"x-claude-code-session-id": UUID}, OPENAI_BODY)
+    body_only = resolve_session_id({}, body)
+    assert both is not None and header_only is not None and body_only is not None
+    assert both.source == "header:x-claude-code-session-id"
+    assert session_scope("ws", both) == session_scope("ws", body_only)
+    assert session_scope("ws", header_only) == session_scope("ws", body_only)
+
+
 def test_claude_code_json_user_id() -> None:
     user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "", "session_id": UUID})
     session = resolve_session_id({}, {**OPENAI_BODY, "metadata": {"user_id": user_id}})

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
+from starlette.requests import Request
 
 import tiergate.formats.anthropic as anthropic_fmt
 import tiergate.formats.openai as openai_fmt
@@ -31,6 +32,8 @@ class InboundFormat:
     renderer: Callable[[str, bool], Renderer]
     error_body: Callable[[int, str, str | None], dict[str, Any]]
     stream_error: Callable[[int, str], bytes]
+    # what the format reads from the request beyond its body (headers, query)
+    read_transport: Callable[[ChatRequest, Request], None] | None = None
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -53,6 +56,15 @@ OPENAI = InboundFormat(
     stream_error=lambda status, msg: encode_sse(orjson.dumps(openai_error_body(status, msg))),
 )
 
+
+def _anthropic_transport(req: ChatRequest, request: Request) -> None:
+    """`anthropic-beta` headers and the SDK's `?beta=true`, for Anthropic upstreams."""
+    req.betas = anthropic_fmt.parse_betas(request.headers.getlist("anthropic-beta"))
+    req.beta_query = bool(request.scope.get("query_string")) and (
+        request.query_params.get("beta") == "true"
+    )
+
+
 ANTHROPIC = InboundFormat(
     name="anthropic",
     parse_request=anthropic_fmt.parse_request,
@@ -62,4 +74,5 @@ ANTHROPIC = InboundFormat(
     stream_error=lambda status, msg: encode_sse(
         orjson.dumps(anthropic_error_body(status, msg)), event="error"
     ),
+    read_transport=_anthropic_transport,
 )

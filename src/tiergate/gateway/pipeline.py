@@ -104,6 +104,8 @@ class Gateway:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
+            if fmt.read_transport is not None:
+                fmt.read_transport(req, request)
             plan = await self.planner.plan(
                 req,
                 body,
@@ -165,6 +167,8 @@ class Gateway:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
+            if fmt.read_transport is not None:
+                fmt.read_transport(req, request)
             plan = await self.planner.plan(
                 req, body, request.headers, workspace, "explain", lane_turn=turn is not None
             )
@@ -421,7 +425,7 @@ class Gateway:
             status = err.client_status()
             if status < 500 and status not in (429,):
                 # the provider's own words on a client error, minus any key they quote
-                message = _without_keys(err.message, self.cfg)
+                message = without_keys(err.message, self.cfg)
             else:
                 message = "Upstream provider failed after retries"
             headers = dict(ctx.headers)
@@ -526,7 +530,7 @@ def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> Non
     metrics.observe_request(router, None, None, status, time.perf_counter() - started)
 
 
-def _without_keys(message: str, cfg: GatewayConfig) -> str:
+def without_keys(message: str, cfg: GatewayConfig) -> str:
     """Some providers quote the key they refused in their error: never relay it."""
     for channel in cfg.channels:
         for key in channel.keys:
