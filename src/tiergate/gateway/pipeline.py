@@ -247,7 +247,7 @@ class Gateway:
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
             ctx.headers["x-orca-cost"] = f"{cost:.8f}"
-        body = ctx.fmt.render_response(resp, ctx.req.model)
+        body = ctx.fmt.render_response(resp, ctx.req)
         # metrics, usage row and log line once the reply is sent (same task, so a
         # graceful shutdown still waits for them; latency is measured as before)
         record = BackgroundTask(
@@ -281,7 +281,7 @@ class Gateway:
         served: dispatch.Served,
     ) -> AsyncIterator[bytes]:
         """Render upstream events in the client's dialect, byte for byte as they come."""
-        renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
+        renderer = ctx.fmt.renderer(ctx.req)
         acc = StreamAccumulator()
         observer = ToolCallObserver() if ctx.lane is not None else None
         lane_pending = ctx.lane is not None
@@ -309,10 +309,11 @@ class Gateway:
                 yield chunk
             if not acc.finished:
                 status = 502
-                yield ctx.fmt.stream_error(502, "Upstream stream ended without completing")
+                message = "Upstream stream ended without completing"
+                yield ctx.fmt.stream_error(renderer, 502, message)
         except UpstreamError as err:
             status = err.client_status()
-            yield ctx.fmt.stream_error(status, "Upstream stream was interrupted")
+            yield ctx.fmt.stream_error(renderer, status, "Upstream stream was interrupted")
         finally:
             # Runs on success, on upstream failure and on client disconnect
             # (cancellation): record usage, and commit state only on success.

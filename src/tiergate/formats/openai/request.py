@@ -222,13 +222,13 @@ def _user_parts(content: Any, path: str) -> list[Part]:
             if not isinstance(spec, str):
                 spec = expect_dict(spec, f"{ppath}.image_url").get("url")
             url = spec
-            parts.append(_image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
+            parts.append(image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
         else:
             raise FormatError(f"unsupported content part {kind!r}", f"{ppath}.type")
     return parts
 
 
-def _image_from_url(url: str, path: str) -> ImagePart:
+def image_from_url(url: str, path: str) -> ImagePart:
     if not url.startswith("data:"):
         return ImagePart(url=url)
     header, sep, data = url[5:].partition(",")
