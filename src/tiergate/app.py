@@ -132,6 +132,7 @@ def create_app(
 
     async def embeddings(request: Request) -> Response:
         return await embeddings_endpoint(gateway, request)
+
     async def responses(request: Request) -> Response:
         return await gateway.handle(RESPONSES, request)
 
