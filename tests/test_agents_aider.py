@@ -24,12 +24,19 @@ from agents_support import (
     AgentBench,
     agent_binary,
     assert_cache_as_direct,
+    assert_escalated_by_strikes,
     assert_served_one_session,
 )
 from servers import TOKEN
 from tiergate.sim.script import TEST_COMMAND
 
 pytestmark = pytest.mark.agents
+
+KNOWN_GAP = (
+    "not escalated: strike producers read tool results only, and aider's test failures "
+    "come back as user text "
+    "(docs/agents.md, 'Escalation of text-protocol agents')"
+)
 
 #: Context size and price of the router model, so aider does not download
 #: litellm's model list to look it up.
@@ -70,3 +77,12 @@ def test_aider_fixes_the_test_after_two_failed_edits(tmp_path: Path) -> None:
     assert bench.report.session_sources == {"fingerprint"}
     assert_cache_as_direct(bench.report)
     assert bench.calc_fixed() and bench.tests_pass()
+
+
+def test_aider_failure_loop_escalates_to_the_strong_tier(tmp_path: Path) -> None:
+    bench = run_aider(tmp_path, "loop")
+    assert_served_one_session(bench.report, min_turns=4)  # aider stops after 3 reflections
+    assert not bench.tests_pass()
+    if not any(t.tier_header == "strong; reason=strikes" for t in bench.report.turns):
+        pytest.xfail(KNOWN_GAP)
+    assert_escalated_by_strikes(bench.report)
