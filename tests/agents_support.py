@@ -8,6 +8,10 @@ and config dirs, no proxy, and telemetry and update checks off. Afterwards
 (key, tier, cache tokens, session hash) joined with what a tap in front of the
 gateway saw (which header or body field named the session, the tier header).
 
+Set TIERGATE_AGENT_FIGURES=<file> to have each run append its figures (turns,
+session source, cache-hit rates, tiers) to that file as a JSON line: the source
+of the table in docs/agents.md.
+
 Agents are installed by `.ci/install-agents.sh` (`make agents`) under
 `.agents/`; a missing one skips, or fails under TIERGATE_REQUIRE_SERVICES=1.
 """
@@ -178,6 +182,8 @@ class SessionReport:
     """Requests of other sessions (titles, summaries): served, but not the session."""
     failed: list[Seen] = field(default_factory=list)
     """Requests the gateway did not answer with 200."""
+    agent_output: str = ""
+    """The tail of the agent's stdout and stderr, for failure messages."""
 
     @property
     def session_sources(self) -> set[str | None]:
@@ -234,7 +240,8 @@ class SessionReport:
             f"tools={t.offers_tools}"
             for t in self.turns
         ]
-        return "\n".join([*rows, f"side requests: {self.side_requests}, failed: {self.failed}"])
+        tail = f"side requests: {self.side_requests}, failed: {self.failed}"
+        return "\n".join([*rows, tail, "agent output (tail):", self.agent_output])
 
 
 def escalating_router() -> dict[str, Any]:
@@ -263,6 +270,7 @@ class AgentBench:
         self.report = SessionReport([], 0)
         """Filled in by the test once the agent has run (`session_report()`)."""
         self.elapsed = 0.0
+        self.output = ""
 
     @property
     def url(self) -> str:
@@ -334,6 +342,7 @@ class AgentBench:
             tail = (exc.stdout or b"")[-3000:], (exc.stderr or b"")[-3000:]
             raise AssertionError(f"{argv[0]} timed out after {timeout}s: {tail}") from exc
         self.elapsed = time.monotonic() - started
+        self.output = (done.stdout[-4000:] + "\n" + done.stderr[-2000:]).strip()
         return done
 
     def tests_pass(self) -> bool:
@@ -376,7 +385,28 @@ class AgentBench:
                 )
             )
         failed = [s for s in self.tap.seen if s.status != 200]
-        return SessionReport(turns, len(rows) - len(turns), failed)
+        report = SessionReport(turns, len(rows) - len(turns), failed, self.output)
+        figures_file = os.environ.get("TIERGATE_AGENT_FIGURES")
+        if figures_file:
+            with open(figures_file, "ab") as out:
+                out.write(orjson.dumps(self.figures(report)) + b"\n")
+        return report
+
+    def figures(self, report: SessionReport) -> dict[str, Any]:
+        direct = report.direct_cache_hit_rate()
+        return {
+            "test": os.environ.get("PYTEST_CURRENT_TEST", "").split(" ")[0],
+            "script": self.script,
+            "agent_turns": len(report.agent_turns),
+            "session_requests": len(report.turns),
+            "side_requests": report.side_requests,
+            "session_sources": sorted(str(s) for s in report.session_sources),
+            "keys": sorted(f"{m}#{k}" for m, k in report.keys),
+            "cache_hit_rate": round(report.cache_hit_rate(), 4),
+            "direct_cache_hit_rate": None if direct is None else round(direct, 4),
+            "tiers": [t.tier_header for t in report.turns],
+            "seconds": round(self.elapsed, 1),
+        }
 
 
 def assert_served_one_session(report: SessionReport, min_turns: int) -> None:
