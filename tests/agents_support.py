@@ -18,6 +18,7 @@ Agents are installed by `.ci/install-agents.sh` (`make agents`) under
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import sqlite3
@@ -356,12 +357,9 @@ class AgentBench:
 
     def session_report(self) -> SessionReport:
         """Read the usage rows (after the gateway flushed them) joined with the tap."""
-        assert self.tap is not None and self.gateway is not None
-        self.gateway.stop()  # flushes the recorder
-        with contextlib.closing(sqlite3.connect(self.db)) as db:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM usage ORDER BY ts, id").fetchall()
+        assert self.tap is not None
         by_id = {s.request_id: s for s in self.tap.seen if s.request_id}
+        rows = self._usage_rows(len(by_id))
         sessions = Counter(r["session_hash"] for r in rows)
         main = sessions.most_common(1)[0][0] if sessions else None
         turns = []
@@ -391,6 +389,24 @@ class AgentBench:
             with open(figures_file, "ab") as out:
                 out.write(orjson.dumps(self.figures(report)) + b"\n")
         return report
+
+    def _usage_rows(self, answered: int) -> list[sqlite3.Row]:
+        """The usage table, once it holds a row for each of the `answered` requests:
+        the recorder is flushed on the gateway's own loop (rows of a request are
+        queued when its response ends), never by stopping the server, whose
+        graceful shutdown can outlast a join timeout on a loaded machine."""
+        assert self.gateway is not None and self.gateway.loop is not None
+        recorder = self.tap.app.state.tiergate.recorder  # type: ignore[union-attr]
+        deadline = time.monotonic() + 10
+        while True:
+            asyncio.run_coroutine_threadsafe(recorder.flush(), self.gateway.loop).result(10)
+            with contextlib.closing(sqlite3.connect(self.db)) as db:
+                db.row_factory = sqlite3.Row
+                rows = db.execute("SELECT * FROM usage ORDER BY ts, id").fetchall()
+            if len(rows) >= answered or time.monotonic() > deadline:
+                assert len(rows) == answered, f"{len(rows)} usage rows for {answered} requests"
+                return rows
+            time.sleep(0.1)
 
     def figures(self, report: SessionReport) -> dict[str, Any]:
         direct = report.direct_cache_hit_rate()
