@@ -21,19 +21,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socketserver
 import sqlite3
 import subprocess
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import orjson
-import pytest
 
+from conftest import skip_unless_required
 from servers import ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
@@ -69,15 +72,16 @@ QUIET_ENV = {
 }
 
 
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy")
+
+
 def agent_binary(relative: str, package: str) -> Path:
     """The installed agent's executable; skip (or fail when services are required)."""
     path = AGENTS_DIR / relative
     if path.exists():
         return path
-    message = f"{package} is not installed at {path}; run `make agents`"
-    if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
-        pytest.fail(f"{message} (TIERGATE_REQUIRE_SERVICES=1)", pytrace=False)
-    pytest.skip(message)
+    skip_unless_required(f"{package} is not installed at {path}", "run `make agents`")
+    raise AssertionError("unreachable")
 
 
 # ---- the tap: what each request said about its session ------------------------------
@@ -153,6 +157,46 @@ class RequestTap:
             await send(message)
 
         await self.app(scope, replay, watch)
+
+
+# ---- the outbound watch: nothing beyond loopback --------------------------------------
+
+
+class OutboundWatch(socketserver.ThreadingTCPServer):
+    """The agents' HTTP(S) proxy: it refuses every request and records its target.
+
+    Telemetry, update checks and model-list downloads of an agent that honours
+    the proxy variables (all five do) land here instead of on the network, so a
+    test can assert that there were none."""
+
+    daemon_threads = True
+
+    def __init__(self) -> None:
+        self.targets: list[str] = []
+        super().__init__(("127.0.0.1", 0), _RefuseAndRecord)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}"
+
+    @contextlib.contextmanager
+    def serving(self) -> Iterator[OutboundWatch]:
+        thread = threading.Thread(target=self.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            self.shutdown()
+            self.server_close()
+            thread.join(timeout=5)
+
+
+class _RefuseAndRecord(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        line = self.rfile.readline(4096).decode("latin-1").split()
+        if len(line) >= 2:
+            assert isinstance(self.server, OutboundWatch)
+            self.server.targets.append(urlsplit(line[1]).hostname or line[1].rsplit(":", 1)[0])
+        self.wfile.write(
+            b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        )
 
 
 # ---- the bench ----------------------------------------------------------------------
@@ -272,6 +316,7 @@ class AgentBench:
         """Filled in by the test once the agent has run (`session_report()`)."""
         self.elapsed = 0.0
         self.output = ""
+        self.outbound = OutboundWatch()
 
     @property
     def url(self) -> str:
@@ -281,7 +326,7 @@ class AgentBench:
     @contextlib.contextmanager
     def running(self) -> Iterator[AgentBench]:
         self._make_repo()
-        with ServerThread(create_sim_app()) as sim:
+        with self.outbound.serving(), ServerThread(create_sim_app()) as sim:
             httpx.post(f"{sim.url}/_sim/script", json={"name": self.script}).raise_for_status()
             cfg = gateway_config(
                 sim.url, routers=[escalating_router()], database={"url": f"sqlite:///{self.db}"}
@@ -322,6 +367,7 @@ class AgentBench:
             "GIT_COMMITTER_NAME": "agent",
             "GIT_COMMITTER_EMAIL": "agent@example.com",
             **QUIET_ENV,
+            **{name: self.outbound.url for name in PROXY_VARIABLES},
             **extra,
         }
 
@@ -422,7 +468,15 @@ class AgentBench:
             "direct_cache_hit_rate": None if direct is None else round(direct, 4),
             "tiers": [t.tier_header for t in report.turns],
             "seconds": round(self.elapsed, 1),
+            "outbound": sorted(set(self.outbound.targets)),
         }
+
+
+def assert_stayed_offline(bench: AgentBench, known: frozenset[str] = frozenset()) -> None:
+    """No request went to the outbound watch (the agents' proxy), except to the
+    `known` hosts an agent contacts with no switch to stop it (docs/agents.md)."""
+    unexpected = set(bench.outbound.targets) - known
+    assert not unexpected, f"outbound attempts: {sorted(unexpected)}"
 
 
 def assert_served_one_session(report: SessionReport, min_turns: int) -> None:

@@ -26,6 +26,7 @@ from agents_support import (
     assert_cache_as_direct,
     assert_escalated_by_strikes,
     assert_served_one_session,
+    assert_stayed_offline,
 )
 from servers import TOKEN
 from tiergate.sim.script import TEST_COMMAND
@@ -66,7 +67,8 @@ def run_aider(tmp_path: Path, script: str) -> AgentBench:
         argv += ["--no-fancy-input", "--auto-test", "--test-cmd", TEST_COMMAND]
         done = bench.run([*argv, "calc.py", "test_calc.py"], env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        assert "HTTPSConnection" not in done.stdout + done.stderr  # stayed offline
+        assert "HTTPSConnection" not in done.stdout + done.stderr
+        assert_stayed_offline(bench)
         bench.report = bench.session_report()
     return bench
 

@@ -23,6 +23,7 @@ from agents_support import (
     assert_cache_warm,
     assert_escalated_by_strikes,
     assert_served_one_session,
+    assert_stayed_offline,
 )
 from servers import TOKEN
 
@@ -46,6 +47,7 @@ def run_claude(tmp_path: Path, script: str) -> tuple[AgentBench, dict[str, objec
         done = bench.run(argv, env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         result = orjson.loads(done.stdout)
+        assert_stayed_offline(bench)
         bench.report = bench.session_report()
     return bench, result
 

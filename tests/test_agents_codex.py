@@ -19,6 +19,7 @@ from agents_support import (
     assert_cache_warm,
     assert_escalated_by_strikes,
     assert_served_one_session,
+    assert_stayed_offline,
 )
 from servers import TOKEN
 
@@ -39,6 +40,9 @@ wire_api = "responses"
 
 [analytics]
 enabled = false
+
+[features]
+plugins = false  # else it syncs a plugin catalogue from github.com and chatgpt.com
 """
 
 
@@ -54,6 +58,7 @@ def run_codex(tmp_path: Path, script: str) -> AgentBench:
         argv += ["--dangerously-bypass-approvals-and-sandbox", TASK]
         done = bench.run(argv, env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert_stayed_offline(bench)
         bench.report = bench.session_report()
     return bench
 

@@ -23,6 +23,7 @@ from agents_support import (
     assert_cache_as_direct,
     assert_escalated_by_strikes,
     assert_served_one_session,
+    assert_stayed_offline,
 )
 from servers import TOKEN
 
@@ -53,6 +54,7 @@ def run_mini(tmp_path: Path, script: str, *mode: str) -> AgentBench:
         done = bench.run([*argv, *(mode or ("-c", "mini.yaml"))], env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert '"exit_status": "Submitted"' in (tmp_path / "traj.json").read_text()
+        assert_stayed_offline(bench)
         bench.report = bench.session_report()
     return bench
 

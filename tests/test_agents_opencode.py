@@ -19,10 +19,15 @@ from agents_support import (
     assert_cache_warm,
     assert_escalated_by_strikes,
     assert_served_one_session,
+    assert_stayed_offline,
 )
 from servers import TOKEN
 
 pytestmark = pytest.mark.agents
+
+#: opencode 1.18 installs @opencode-ai/plugin into each config dir in the
+#: background at start, with no switch to stop it; offline it logs a warning.
+OPENCODE_PLUGIN_INSTALL = frozenset({"registry.npmjs.org"})
 
 
 def opencode_config(gateway_url: str) -> dict[str, object]:
@@ -49,6 +54,7 @@ def run_opencode(tmp_path: Path, script: str) -> AgentBench:
         (bench.repo / "opencode.json").write_bytes(orjson.dumps(opencode_config(bench.url)))
         done = bench.run([str(binary), "run", "--auto", TASK], bench.env(TIERGATE_TOKEN=TOKEN))
         assert done.returncode == 0, done.stderr[-3000:]
+        assert_stayed_offline(bench, OPENCODE_PLUGIN_INSTALL)
         bench.report = bench.session_report()
     return bench
 
