@@ -157,6 +157,7 @@ def bad(**over: Any) -> dict[str, Any]:
         ),
         (bad(system=[{"type": "image"}]), "system[0].type"),
         (bad(tools=[{"type": 5}]), "tools[0].type"),
+        (bad(tools=[{"type": "bash_20250124"}]), "tools[0].name"),
         (bad(tools=[{"name": "t"}]), "tools[0].input_schema"),
         (bad(tool_choice={"type": "maybe"}), "tool_choice.type"),
         (bad(temperature=1.5), "temperature"),

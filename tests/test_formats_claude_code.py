@@ -8,6 +8,7 @@ refused.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -266,3 +267,81 @@ def test_turn_counts_and_lane_boundaries_skip_system_messages() -> None:
     assert summarize(req).agent_state(req).turns == 2  # the session summary agrees
     facts = request_facts(msgs, "scope")
     assert facts.ends_with_user and facts.user_turns == 3
+
+
+# ---- server tool blocks in answers (Claude Code's WebSearch) ---------------------
+
+SEARCH_USE = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search"}
+SEARCH_RESULT = {
+    "type": "web_search_tool_result",
+    "tool_use_id": "srvtoolu_1",
+    "content": [{"type": "web_search_result", "url": "https://example.com", "title": "Example"}],
+}
+
+
+def _sse(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(e["type"], json.dumps(e)) for e in events]
+
+
+def test_server_tool_blocks_are_relayed_to_anthropic_clients_streamed() -> None:
+    upstream = [
+        {"type": "message_start", "message": {"id": "msg_1", "model": "claude", "usage": {}}},
+        {"type": "content_block_start", "index": 0, "content_block": {**SEARCH_USE, "input": {}}},
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": '{"query": "tier'},
+        },
+        {
+            "type": "content_block_delta",
+            "index": 0,
+            "delta": {"type": "input_json_delta", "partial_json": 'gate"}'},
+        },
+        {"type": "content_block_stop", "index": 0},
+        {"type": "content_block_start", "index": 1, "content_block": SEARCH_RESULT},
+        {"type": "content_block_stop", "index": 1},
+        {"type": "content_block_start", "index": 2, "content_block": {"type": "text", "text": ""}},
+        {
+            "type": "content_block_delta",
+            "index": 2,
+            "delta": {"type": "text_delta", "text": "Found it."},
+        },
+        {"type": "content_block_stop", "index": 2},
+        {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": {}},
+        {"type": "message_stop"},
+    ]
+    parser = anthropic_fmt.StreamParser()
+    events = [ev for kind, data in _sse(upstream) for ev in parser.feed(kind, data)]
+    renderer = anthropic_fmt.StreamRenderer("claude-code-model")
+    wire = b"".join(renderer.render(ev) for ev in events).decode()
+    starts = [
+        json.loads(line[6:])["content_block"]
+        for line in wire.splitlines()
+        if line.startswith("data: ") and '"content_block_start"' in line
+    ]
+    assert starts[0] == {**SEARCH_USE, "input": {"query": "tiergate"}}
+    assert starts[1] == SEARCH_RESULT
+    assert starts[2]["type"] == "text"
+    # an OpenAI client gets the text only
+    oa = openai_fmt.StreamRenderer("m", False)
+    relayed = b"".join(oa.render(ev) for ev in events).decode()
+    assert "Found it." in relayed and "web_search" not in relayed
+
+
+def test_server_tool_blocks_are_relayed_to_anthropic_clients_whole() -> None:
+    body = {
+        "id": "msg_1",
+        "type": "message",
+        "model": "claude",
+        "content": [
+            {**SEARCH_USE, "input": {"query": "tiergate"}},
+            SEARCH_RESULT,
+            {"type": "text", "text": "Found it."},
+        ],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 3},
+    }
+    resp = anthropic_fmt.parse_response(body)
+    out = anthropic_fmt.render_response(resp, "m")
+    assert out["content"] == body["content"]
+    assert openai_fmt.render_response(resp, "m")["choices"][0]["message"]["content"] == "Found it."

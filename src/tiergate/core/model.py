@@ -244,7 +244,24 @@ class StreamEnd:
     type: Literal["end"] = "end"
 
 
-StreamEvent = StreamStart | TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | StreamEnd
+@dataclass(slots=True)
+class RawBlockDelta:
+    """A whole content block the neutral events do not name (an Anthropic server
+    tool's call or result), relayed verbatim to clients of that format."""
+
+    block: dict[str, Any]
+    type: Literal["raw"] = "raw"
+
+
+StreamEvent = (
+    StreamStart
+    | TextDelta
+    | ThinkingDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | RawBlockDelta
+    | StreamEnd
+)
 
 
 class StreamAccumulator:
@@ -257,6 +274,7 @@ class StreamAccumulator:
         self._signature: str | None = None
         self._args: dict[int, list[str]] = {}
         self._calls: dict[int, ToolCall] = {}
+        self._raw: list[RawBlock] = []
         self.finished = False
 
     def add(self, event: StreamEvent) -> None:
@@ -270,6 +288,8 @@ class StreamAccumulator:
             self._thinking.append(event.text)
             if event.signature:
                 self._signature = event.signature
+        elif isinstance(event, RawBlockDelta):
+            self._raw.append(RawBlock(event.block))
         elif isinstance(event, StreamStart):
             self.response.id = event.id
             self.response.model = event.model
@@ -283,6 +303,7 @@ class StreamAccumulator:
         parts: list[Part] = []
         if self._thinking or self._signature:
             parts.append(ThinkingPart(text="".join(self._thinking), signature=self._signature))
+        parts.extend(self._raw)
         if self._text:
             parts.append(TextPart(text="".join(self._text)))
         r.content = parts

@@ -317,12 +317,10 @@ def _parse_image(b: dict[str, Any], path: str) -> ImagePart | RawBlock:
 
 def _parse_tool(raw: Any, path: str) -> ToolSpec:
     t = expect_dict(raw, path)
-    kind = t.get("type")
+    kind = opt_str(t.get("type"), f"{path}.type")
     if kind not in (None, "custom"):
         # A server or client tool Anthropic defines (web_search_*, bash_*, ...).
-        name = t.get("name")
-        name = name if isinstance(name, str) else expect_str(kind, f"{path}.type")
-        return ToolSpec(name=name, native=t)
+        return ToolSpec(name=expect_str(t.get("name"), f"{path}.name"), native=t)
     return ToolSpec(
         name=expect_str(t.get("name"), f"{path}.name"),
         description=opt_str(t.get("description"), f"{path}.description") or "",
