@@ -161,6 +161,22 @@ def test_codex_turn_becomes_one_neutral_transcript() -> None:
     assert req.tools[1].parameters["required"] == ["input"]
 
 
+def test_a_developer_message_inside_the_conversation_stays_in_place() -> None:
+    items = [
+        {"role": "developer", "content": "first"},
+        {"role": "user", "content": "a"},
+        {"role": "developer", "content": [{"type": "input_text", "text": "sandbox changed"}]},
+        {"role": "user", "content": "b"},
+    ]
+    req = parse_request({"model": "m", "input": items})
+    assert req.system_text() == "first"
+    assert [(m.role, m.text()) for m in req.messages] == [
+        ("user", "a"),
+        ("system", "sandbox changed"),
+        ("user", "b"),
+    ]
+
+
 def test_text_format_and_sampling_map_to_the_neutral_fields() -> None:
     schema = {"type": "object", "properties": {"a": {"type": "string"}}}
     req = parse_request(

@@ -18,6 +18,8 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
 
 from admin_support import STRONG, WEAK, AdminClient, admin_config, escalating_router, gateway
 from servers import TOKEN, ServerThread, gateway_config
@@ -308,3 +310,91 @@ def _usage_rows(admin: AdminClient, ids: set[str]) -> list[dict[str, Any]]:
             assert len(rows) == len(ids)
             return rows
         time.sleep(0.1)
+
+
+# ---- fuzzing: bad input is a clean 4xx, never a 500 -------------------------------
+
+_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda kids: st.lists(kids, max_size=3) | st.dictionaries(st.text(max_size=8), kids),
+    max_leaves=10,
+)
+_item_types = st.sampled_from(
+    [
+        "message",
+        "function_call",
+        "function_call_output",
+        "custom_tool_call",
+        "custom_tool_call_output",
+        "local_shell_call",
+        "local_shell_call_output",
+        "reasoning",
+        "item_reference",
+        "web_search_call",
+        "bogus",
+    ]
+)
+_items = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": _item_types | _values,
+        "role": st.sampled_from(["user", "assistant", "developer", "system", "tool"]) | _values,
+        "content": st.text(max_size=20) | _values,
+        "call_id": st.text(max_size=8) | _values,
+        "name": st.sampled_from(["read_file", "apply_patch"]) | _values,
+        "arguments": st.just('{"path": "a"}') | _values,
+        "input": _values,
+        "output": st.text(max_size=20) | _values,
+        "encrypted_content": st.just("tgr1.e30=") | _values,
+        "action": _values,
+    },
+)
+_bodies = st.fixed_dictionaries(
+    {"model": st.sampled_from(["openai/gpt-5-mini", "anthropic/claude-sonnet-4-5"])},
+    optional={
+        "input": st.lists(_items, max_size=4) | _values,
+        "instructions": _values,
+        "tools": st.lists(st.sampled_from([READ_FILE, APPLY_PATCH]) | _values, max_size=2),
+        "tool_choice": _values,
+        "text": _values,
+        "reasoning": _values,
+        "max_output_tokens": _values,
+        "temperature": _values,
+        "previous_response_id": _values,
+        "background": _values,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(body=_bodies)
+def test_arbitrary_responses_bodies_get_a_clean_answer(gw: ServerThread, body: Any) -> None:
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    r = httpx.post(f"{gw.url}/v1/responses", json=body, headers=headers, timeout=30)
+    event(f"status {r.status_code}")
+    assert r.status_code < 500, (r.status_code, r.text[:500])
+    if r.status_code >= 400:
+        err = r.json()["error"]
+        assert isinstance(err["message"], str) and err["type"] == "invalid_request_error"
+    else:
+        assert r.json()["object"] == "response"
+
+
+def test_explain_reads_a_responses_body(gw: ServerThread) -> None:
+    """`?format=responses` plans a Responses body; the session comes from Codex's header."""
+    r = httpx.post(
+        f"{gw.url}/v1/orcarouter/explain?format=responses",
+        json={"model": "orcarouter/coding", "instructions": "Be brief.", "input": "Hi"},
+        headers={"Authorization": f"Bearer {TOKEN}", "session-id": "codex-explain"},
+    )
+    assert r.status_code == 200, r.text
+    plan = r.json()
+    assert plan["router"] == "coding" and plan["would_serve"] == "openai/gpt-5-mini"
+    assert plan["session"]["source"] == "header:session-id"
+    refused = httpx.post(
+        f"{gw.url}/v1/orcarouter/explain?format=responses",
+        json={"model": "orcarouter/coding", "input": "Hi", "previous_response_id": "resp_1"},
+        headers={"Authorization": f"Bearer {TOKEN}"},
+    )
+    assert refused.status_code == 400
+    assert refused.json()["error"]["type"] == "invalid_request_error"

@@ -127,14 +127,14 @@ def create_app(
     async def messages(request: Request) -> Response:
         return await gateway.handle(ANTHROPIC, request)
 
+    async def responses(request: Request) -> Response:
+        return await gateway.handle(RESPONSES, request)
+
     async def count_tokens(request: Request) -> Response:
         return await count_tokens_endpoint(gateway, request)
 
     async def embeddings(request: Request) -> Response:
         return await embeddings_endpoint(gateway, request)
-
-    async def responses(request: Request) -> Response:
-        return await gateway.handle(RESPONSES, request)
 
     async def explain(request: Request) -> Response:
         named = {"anthropic": ANTHROPIC, "responses": RESPONSES}
@@ -237,9 +237,9 @@ def create_app(
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
-            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),
             Route("/v1/orcarouter/explain", explain, methods=["POST"]),
             Route("/healthz", healthz, methods=["GET"]),

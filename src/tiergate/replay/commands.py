@@ -216,4 +216,9 @@ def summary_table(policies: dict[str, Any]) -> str:
             f"{p['sessions_escalated']:>8}{p['false_positive_sessions']:>5}{p['missed_sessions']:>8}"
             f"{'-' if lat is None else f'{lat:.2f}':>9}{100 * (p['cache_hit_rate'] or 0):>7.1f}%"
         )
+    if "escalation" in policies:
+        lines.append(
+            "escalation = the engine as shipped (share caps on); "
+            "escalation-uncapped = the same without share caps"
+        )
     return "\n".join(lines)

@@ -3,7 +3,8 @@
 The input is a list of items. Items the assistant produced (reasoning,
 assistant messages, function/custom/shell calls) that follow one another form
 one assistant message; a user message or a tool output ends it. System and
-developer messages join the system prompt, as in chat completions.
+developer messages before the conversation join the system prompt; later ones
+stay in place as system messages, as in chat completions.
 
 Refused with a 400 because they need state tiergate does not keep (it stores no
 responses, and `store: false` is what Codex sends): `previous_response_id`,
@@ -122,8 +123,11 @@ def _instructions(raw: Any) -> list[TextPart]:
 def _parse_item(raw: Any, path: str, system: list[TextPart], out: list[Message]) -> None:
     item = expect_dict(raw, path)
     kind = item.get("type")
-    if kind is None and "role" in item:
+    if kind is None:
+        if "role" not in item:
+            raise FormatError("an input item needs a type (or a role)", f"{path}.type")
         kind = "message"  # an EasyInputMessage: role and content, no type
+    expect_str(kind, f"{path}.type")
     if kind == "message":
         _parse_message(item, path, system, out)
     elif kind in _CALL_ITEMS:
@@ -133,7 +137,7 @@ def _parse_item(raw: Any, path: str, system: list[TextPart], out: list[Message])
         if thinking is not None:
             _assistant(out).content.append(thinking)
     elif kind in _OUTPUT_ITEMS:
-        call_id = item.get("call_id")
+        call_id = opt_str(item.get("call_id"), f"{path}.call_id")
         if call_id is None and kind == "local_shell_call_output":
             call_id = item.get("id")  # this item names its call by `id`
         out.append(
@@ -155,8 +159,14 @@ def _parse_message(
 ) -> None:
     role = item.get("role")
     content = item.get("content")
+    if content is None:
+        raise FormatError("a message needs content", f"{path}.content")
     if role in ("system", "developer"):
-        system.extend(p for p in _text_parts(content, f"{path}.content") if p.text)
+        texts: list[Part] = [p for p in _text_parts(content, f"{path}.content") if p.text]
+        if out:  # inside the conversation: kept in place, as in chat completions
+            out.append(Message("system", texts))
+        else:  # before it: the system prompt
+            system.extend(p for p in texts if isinstance(p, TextPart))
     elif role == "user":
         out.append(Message("user", _user_parts(content, f"{path}.content")))
     elif role == "assistant":
@@ -185,15 +195,12 @@ def _reasoning(item: dict[str, Any], path: str) -> ThinkingPart | None:
         if minted is not None:
             return minted
     content = item.get("content")
-    if isinstance(content, list):
-        text = "".join(
-            c.get("text", "")
-            for c in content
-            if isinstance(c, dict) and c.get("type") == "reasoning_text"
-        )
-        if text:
-            return ThinkingPart(text)
-    return None
+    if content is None:
+        return None
+    listed = enumerate(expect_list(content, f"{path}.content"))
+    parts = [expect_dict(c, f"{path}.content[{i}]") for i, c in listed]
+    text = "".join(str(c.get("text", "")) for c in parts if c.get("type") == "reasoning_text")
+    return ThinkingPart(text) if text else None
 
 
 def _text_parts(content: Any, path: str) -> list[TextPart]:

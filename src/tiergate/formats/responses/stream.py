@@ -66,6 +66,8 @@ class _Open:
     call_id: str = ""
     name: str = ""
     route: ToolRoute = FUNCTION
+    delta_head: bytes = b""  # a delta event up to its sequence number (StreamRenderer._delta)
+    delta_mid: bytes = b""  # from after the sequence number up to the delta's JSON string
 
 
 class StreamRenderer:
@@ -148,9 +150,7 @@ class StreamRenderer:
                 {**self._where(cur), "part": output_text("")},
             )
         cur.chunks.append(text)
-        return out + self._event(
-            "response.output_text.delta", {**self._where(cur), "delta": text, "logprobs": []}
-        )
+        return out + self._delta(cur, "response.output_text.delta", text, b',"logprobs":[]}')
 
     def _thinking(self, event: ThinkingDelta) -> bytes:
         out = b""
@@ -190,10 +190,25 @@ class StreamRenderer:
         item.chunks.append(event.arguments)
         if item.kind != "function":
             return b""  # sent whole at the end (module doc)
-        return self._event(
-            "response.function_call_arguments.delta",
-            {"item_id": item.item_id, "output_index": item.index, "delta": event.arguments},
-        )
+        kind = "response.function_call_arguments.delta"
+        return self._delta(item, kind, event.arguments, b"}", content_index=False)
+
+    def _delta(
+        self, item: _Open, kind: str, text: str, tail: bytes, *, content_index: bool = True
+    ) -> bytes:
+        """A delta event, the per-token hot path: the item's fixed bytes around the
+        sequence number and the escaped text, with no dict built per token. The
+        bytes are those `_event` would write (JSON strings never hold a raw newline)."""
+        if not item.delta_head:
+            item.delta_head = f'event: {kind}\ndata: {{"type":"{kind}","sequence_number":'.encode()
+            where = f',"item_id":"{item.item_id}","output_index":{item.index}'
+            if content_index:
+                where += ',"content_index":0'
+            item.delta_mid = (where + ',"delta":').encode()
+        seq = self._seq
+        self._seq += 1
+        escaped = orjson.dumps(text)
+        return item.delta_head + str(seq).encode() + item.delta_mid + escaped + tail + b"\n\n"
 
     # ---- closing items -------------------------------------------------------
 

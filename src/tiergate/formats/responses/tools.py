@@ -90,7 +90,7 @@ def parse_tools(raw: Any) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[di
     for i, item in enumerate(expect_list(raw, "tools")):
         path = f"tools[{i}]"
         t = expect_dict(item, path)
-        if t.get("type") == "namespace":
+        if expect_str(t.get("type"), f"{path}.type") == "namespace":
             namespace = expect_str(t.get("name"), f"{path}.name")
             about = opt_str(t.get("description"), f"{path}.description") or ""
             members = expect_list(t.get("tools"), f"{path}.tools")
@@ -114,17 +114,21 @@ def _tool(
     raw: Any, path: str, namespace: str | None, about: str
 ) -> tuple[ToolSpec, ToolRoute] | None:
     t = expect_dict(raw, path)
-    kind = t.get("type")
-    if kind == "function":
+    kind: ToolKind
+    declared = expect_str(t.get("type"), f"{path}.type")
+    if declared == "function":
+        kind = "function"
         spec = ToolSpec(
             name=expect_str(t.get("name"), f"{path}.name"),
             description=opt_str(t.get("description"), f"{path}.description") or "",
             parameters=opt_dict(t.get("parameters"), f"{path}.parameters") or {},
             strict=opt_bool(t.get("strict"), f"{path}.strict"),
         )
-    elif kind == "custom":
+    elif declared == "custom":
+        kind = "custom"
         spec = _custom_tool(t, path)
-    elif kind == LOCAL_SHELL and namespace is None:
+    elif declared == LOCAL_SHELL and namespace is None:
+        kind = "local_shell"
         spec = ToolSpec(LOCAL_SHELL, _LOCAL_SHELL_DESCRIPTION, _LOCAL_SHELL_PARAMETERS)
     else:
         return None  # a hosted tool (web_search, file_search, mcp, ...) or an unknown one
@@ -139,9 +143,9 @@ def _tool(
 def _custom_tool(t: dict[str, Any], path: str) -> ToolSpec:
     description = opt_str(t.get("description"), f"{path}.description") or ""
     fmt = opt_dict(t.get("format"), f"{path}.format") or {}
+    syntax = opt_str(fmt.get("syntax"), f"{path}.format.syntax") or "lark"
+    definition = opt_str(fmt.get("definition"), f"{path}.format.definition") or ""
     if fmt.get("type") == "grammar":
-        syntax = opt_str(fmt.get("syntax"), f"{path}.format.syntax") or "lark"
-        definition = opt_str(fmt.get("definition"), f"{path}.format.definition") or ""
         description += (
             f"\n\nPut the whole input in `input`; it must match this {syntax} grammar:\n"
             f"{definition}"
@@ -164,7 +168,7 @@ def parse_tool_choice(
             raise FormatError("must be auto, none, required or a tool", "tool_choice")
         return raw, tools
     choice = expect_dict(raw, "tool_choice")
-    kind = choice.get("type")
+    kind = expect_str(choice.get("type"), "tool_choice.type")
     if kind in ("function", "custom"):
         name = expect_str(choice.get("name"), "tool_choice.name")
         namespace = opt_str(choice.get("namespace"), "tool_choice.namespace")
@@ -210,7 +214,7 @@ def call_from_item(item: dict[str, Any], path: str) -> ToolCall:
         )
     # local_shell_call: the Responses API names the call by call_id (or, in older
     # clients, by its item id)
-    call_id = item.get("call_id") or item.get("id")
+    call_id = opt_str(item.get("call_id"), f"{path}.call_id") or item.get("id")
     action = {k: v for k, v in (opt_dict(item.get("action"), f"{path}.action") or {}).items()}
     action.pop("type", None)
     return ToolCall(
