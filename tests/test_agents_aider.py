@@ -53,7 +53,7 @@ MODEL_METADATA = {
 }
 
 
-def run_aider(tmp_path: Path, script: str) -> AgentBench:
+def run_aider(tmp_path: Path, script: str, *extra: str) -> AgentBench:
     binary = agent_binary("aider/bin/aider", "aider-chat")
     bench = AgentBench(tmp_path, script)
     with bench.running():
@@ -65,7 +65,7 @@ def run_aider(tmp_path: Path, script: str) -> AgentBench:
         argv += ["--no-check-update", "--no-show-release-notes", "--analytics-disable"]
         argv += ["--no-show-model-warnings", "--no-auto-commits", "--no-pretty"]
         argv += ["--no-fancy-input", "--auto-test", "--test-cmd", TEST_COMMAND]
-        done = bench.run([*argv, "calc.py", "test_calc.py"], env)
+        done = bench.run([*argv, *extra, "calc.py", "test_calc.py"], env)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         assert "HTTPSConnection" not in done.stdout + done.stderr
         assert_stayed_offline(bench)
@@ -79,6 +79,21 @@ def test_aider_fixes_the_test_after_two_failed_edits(tmp_path: Path) -> None:
     assert bench.report.session_sources == {"fingerprint"}
     assert_cache_as_direct(bench.report)
     assert bench.calc_fixed() and bench.tests_pass()
+
+
+def test_aider_sends_a_session_id_when_configured(tmp_path: Path) -> None:
+    """litellm's extra_headers, from a model settings file, name the session."""
+    settings = tmp_path / "model-settings.json"  # aider reads it as YAML; JSON is YAML
+    model = {
+        "name": f"openai/{ROUTER_MODEL}",
+        "edit_format": "diff",
+        "extra_params": {"extra_headers": {"X-Session-Id": "run-7"}},
+    }
+    settings.write_bytes(orjson.dumps([model]))
+    bench = run_aider(tmp_path, "fix", "--model-settings-file", str(settings))
+    assert_served_one_session(bench.report, min_turns=3)
+    assert bench.report.session_sources == {"header:x-session-id"}
+    assert bench.calc_fixed()
 
 
 def test_aider_failure_loop_escalates_to_the_strong_tier(tmp_path: Path) -> None:

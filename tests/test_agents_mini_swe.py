@@ -68,6 +68,15 @@ def test_mini_swe_agent_tool_mode_fixes_the_test(tmp_path: Path) -> None:
     assert bench.calc_fixed() and bench.tests_pass()
 
 
+def test_mini_swe_agent_sends_a_session_id_when_configured(tmp_path: Path) -> None:
+    """litellm's extra_headers, set from the command line, name the session."""
+    named = ("-c", "mini.yaml", "-c", 'model.model_kwargs.extra_headers={"X-Session-Id": "run-7"}')
+    bench = run_mini(tmp_path, "fix", *named)
+    assert_served_one_session(bench.report, min_turns=4)
+    assert bench.report.session_sources == {"header:x-session-id"}
+    assert bench.calc_fixed()
+
+
 def test_mini_swe_agent_tool_mode_failure_loop_escalates(tmp_path: Path) -> None:
     bench = run_mini(tmp_path, "loop")
     assert_escalated_by_strikes(bench.report)
