@@ -314,6 +314,9 @@ def test_overview_shows_the_apis_numbers(page: Page, env: dict[str, Any]) -> Non
 
     (share,) = [r for r in admin.get("/stats/share").json()["routers"] if r["router"] == "coding"]
     expect(page.get_by_test_id("share-value")).to_have_text(pct(share["share"]))
+    # the KPI and the share card count the same served requests: one figure, not two
+    expect(page.get_by_test_id("kpi-strong-share")).to_have_text(pct(share["request_share"]))
+    expect(page.get_by_test_id("share-request-share")).to_have_text(pct(share["request_share"]))
     expect(page.get_by_test_id("share-cap")).to_have_text(pct100(share["cap_percent"]))
     expect(page.get_by_test_id("share-utilisation")).to_have_text(pct(share["utilisation"]))
 

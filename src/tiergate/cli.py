@@ -9,6 +9,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from tiergate import __version__
 from tiergate.config import ConfigError, GatewayConfig, load_config
 from tiergate.replay_cli import add_replay_parser
 
@@ -22,6 +23,8 @@ BANNER = """
 ================================================================================
   Gateway:  http://{host}:{port}
   Token:    {token}{token_note}
+  Dashboard: http://{host}:{port}/dashboard/
+  Admin token (dashboard sign-in): {admin_token}{admin_note}
   Router:   orcarouter/auto  (escalates to a strong model when the session earns it)
 
   Try it:
@@ -73,7 +76,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             sim_port = free_port()
             sim_url = f"http://127.0.0.1:{sim_port}"
             token = env.get("TIERGATE_TOKEN") or new_token()
-            cfg = auto_config(env, sim_url=sim_url, token=token)
+            # the dashboard needs an admin token: demo mode makes one, so it works at once
+            admin_token = env.get("TIERGATE_ADMIN_TOKEN") or new_token("tga-")
+            cfg = auto_config(env, sim_url=sim_url, token=token, admin_token=admin_token)
             sim_server = uvicorn.Server(
                 uvicorn.Config(
                     create_sim_app(),
@@ -92,6 +97,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 token_note=""
                 if env.get("TIERGATE_TOKEN")
                 else "   (generated; set TIERGATE_TOKEN to fix it)",
+                admin_token=admin_token,
+                admin_note=""
+                if env.get("TIERGATE_ADMIN_TOKEN")
+                else "   (generated; set TIERGATE_ADMIN_TOKEN to fix it)",
             )
     except ConfigError as err:
         _print_problems(args.config or "environment", err)
@@ -200,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="tiergate",
         description="Session-aware LLM gateway: affinity, frontier escalation, sticky tiers.",
     )
+    p.add_argument("--version", action="version", version=f"tiergate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser(

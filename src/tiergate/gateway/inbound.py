@@ -31,6 +31,8 @@ class InboundFormat:
     renderer: Callable[[str, bool], Renderer]
     error_body: Callable[[int, str, str | None], dict[str, Any]]
     stream_error: Callable[[int, str], bytes]
+    #: the id a client sees for an upstream tool call (Anthropic: `toolu_...`)
+    tool_id: Callable[[str], str] = str
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -62,4 +64,5 @@ ANTHROPIC = InboundFormat(
     stream_error=lambda status, msg: encode_sse(
         orjson.dumps(anthropic_error_body(status, msg)), event="error"
     ),
+    tool_id=anthropic_fmt.tool_use_id,
 )

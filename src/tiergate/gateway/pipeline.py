@@ -143,16 +143,16 @@ class Gateway:
         except GatewayError as err:
             if err.code == "session_tier_busy":
                 metrics.LEASE_CONFLICTS_TOTAL.inc()
-            _observe_refusal(plan, err.status, started)
+            _observe_refusal(plan, err.status, started, request_id, err.code)
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
         except FormatError as err:  # the request cannot be expressed in the upstream's format
-            _observe_refusal(plan, 400, started)
+            _observe_refusal(plan, 400, started, request_id, "invalid_request")
             return self.error_response(
                 fmt, GatewayError(400, err.message, "invalid_request"), headers
             )
         except ClientDisconnect:
-            _observe_refusal(plan, 499, started)
+            _observe_refusal(plan, 499, started, request_id, "client_disconnect")
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -238,7 +238,7 @@ class Gateway:
                 ctx.lane,
                 served_model=served.target.model,
                 response=resp,
-                tool_call_ids=tuple(tc.id for tc in resp.tool_calls),
+                tool_call_ids=tuple(ctx.fmt.tool_id(tc.id) for tc in resp.tool_calls),
             )
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
@@ -299,7 +299,7 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=acc.result(),
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                     lane_pending = False
                 yield chunk
@@ -325,7 +325,7 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=resp if status == 200 else None,
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                 )
         if _wants_cost(ctx.request):
@@ -450,6 +450,7 @@ class Gateway:
             error_type=getattr(err, "kind", "no_upstream"),
         )
         self.recorder.record("usage", failed.row())
+        log.info("request", extra=failed.log_fields())
         self.planner.commits.spawn(
             ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=status))
         )
@@ -520,10 +521,25 @@ def _new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> None:
-    """Count a request refused before or without an upstream reply."""
+def _observe_refusal(
+    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
+) -> None:
+    """Count and log a request refused before or without an upstream reply: the
+    access log shows every request, not only the served ones."""
     router = plan.router.name if plan is not None and plan.router is not None else None
-    metrics.observe_request(router, None, None, status, time.perf_counter() - started)
+    latency = time.perf_counter() - started
+    metrics.observe_request(router, None, None, status, latency)
+    log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "router": router,
+            "model": plan.models[0] if plan is not None and plan.models else None,
+            "status": status,
+            "latency_ms": round(latency * 1000, 2),
+            "error_type": error_type,
+        },
+    )
 
 
 def _without_keys(message: str, cfg: GatewayConfig) -> str:
@@ -533,6 +549,12 @@ def _without_keys(message: str, cfg: GatewayConfig) -> str:
             if key and key in message:
                 message = message.replace(key, "[redacted key]")
     return message
+
+
+def _client_tool_ids(ctx: _Ctx, observer: ToolCallObserver | None) -> tuple[str, ...] | None:
+    """The streamed tool-call ids as the client saw them (its next turn answers those)."""
+    ids = observer.result() if observer is not None else None
+    return None if ids is None else tuple(ctx.fmt.tool_id(i) for i in ids)
 
 
 def _wants_cost(request: Request) -> bool:

@@ -42,7 +42,7 @@ class UsageRecord:
         return row
 
     def log_fields(self) -> dict[str, Any]:
-        """The access log line's fields: the served request, rounded for reading."""
+        """The access log line's fields, served or failed, rounded for reading."""
         return {
             "request_id": self.request_id,
             "workspace": self.workspace,
@@ -57,6 +57,7 @@ class UsageRecord:
             "cache_read_tokens": self.cache_read_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 8),
+            "error_type": self.error_type,
         }
 
 

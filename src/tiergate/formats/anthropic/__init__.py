@@ -17,6 +17,7 @@ from tiergate.formats.anthropic.response import (
     parse_usage,
     render_response,
     render_usage,
+    tool_use_id,
 )
 from tiergate.formats.anthropic.stream import StreamParser, StreamRenderer
 from tiergate.formats.errors import UpstreamStreamError
@@ -32,4 +33,5 @@ __all__ = [
     "render_request",
     "render_response",
     "render_usage",
+    "tool_use_id",
 ]
