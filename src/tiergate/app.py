@@ -39,6 +39,7 @@ from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
 from tiergate.providers.adapters import make_providers
 from tiergate.providers.http import UpstreamHTTP
+from tiergate.providers.network import UpstreamNetwork
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
 from tiergate.state import StateStore, make_store
@@ -78,6 +79,7 @@ def create_app(
     http = UpstreamHTTP(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,
+        network=UpstreamNetwork.from_env(env, cfg.channels),  # proxies, CA bundles
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
@@ -97,6 +99,7 @@ def create_app(
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
         gateway.reload(new_cfg, reenabled)
+        http.network.set_channels(new_cfg.channels)
         state.cfg = new_cfg
 
     repo: ConfigRepository = (

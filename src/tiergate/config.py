@@ -114,6 +114,15 @@ class ChannelConfig(_Strict):
     enabled: bool = True
     cache_window_seconds: int | None = Field(None, ge=1)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # PEM file of extra CAs trusted for this channel's origin (docs/deploy.md)
+    ca_bundle: str | None = None
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _ca_bundle_readable(cls, path: str | None) -> str | None:
+        if path is not None and not os.access(path, os.R_OK):
+            raise ValueError(f"ca_bundle {path!r} is not a readable file")
+        return path
 
     def resolved_base_url(self) -> str:
         return (self.base_url or DEFAULT_BASE_URLS.get(self.type, "")).rstrip("/")
