@@ -314,9 +314,18 @@ def test_overview_shows_the_apis_numbers(page: Page, env: dict[str, Any]) -> Non
 
     (share,) = [r for r in admin.get("/stats/share").json()["routers"] if r["router"] == "coding"]
     expect(page.get_by_test_id("share-value")).to_have_text(pct(share["share"]))
-    # the KPI and the share card count the same served requests: one figure, not two
-    expect(page.get_by_test_id("kpi-strong-share")).to_have_text(pct(share["request_share"]))
+    # the KPI: served requests in the range; the card: the cap's counted turns. Each
+    # label says which, and each matches its own source (docs/dashboard.md)
+    served = {t: s["requests"] - sum(p["errors"] for p in s["points"]) for t, s in tiers.items()}
+    kpi = pct(served["strong"] / sum(served.values()))
+    expect(page.get_by_test_id("kpi-strong-share")).to_have_text(kpi)
+    expect(page.get_by_test_id("kpi-strong-share").locator("xpath=..")).to_contain_text(
+        "of served requests in this range"
+    )
     expect(page.get_by_test_id("share-request-share")).to_have_text(pct(share["request_share"]))
+    expect(page.get_by_test_id("share-strong-requests")).to_have_text(
+        f"{num(share['strong_requests'])} of {num(share['requests'])} counted turns"
+    )
     expect(page.get_by_test_id("share-cap")).to_have_text(pct100(share["cap_percent"]))
     expect(page.get_by_test_id("share-utilisation")).to_have_text(pct(share["utilisation"]))
 

@@ -246,9 +246,10 @@ function drawShare(el, share) {
     h(
       "dl",
       { class: "facts" },
-      h("dt", {}, "Strong requests"),
-      h("dd", { testid: "share-strong-requests" }, `${int(share.strong_requests)} of ${int(share.requests)}`),
-      h("dt", {}, "Request share"),
+      // the cap counts turns: a resent identical turn (a retry) is one turn, two requests
+      h("dt", {}, "Strong turns"),
+      h("dd", { testid: "share-strong-requests" }, `${int(share.strong_requests)} of ${int(share.requests)} counted turns`),
+      h("dt", {}, "Turn share"),
       h("dd", { testid: "share-request-share" }, pct(share.request_share)),
       h("dt", {}, "Spend share"),
       h("dd", { testid: "share-spend-share" }, pct(share.spend_share)),
