@@ -18,6 +18,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from tiergate import metrics
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, InboundFormat
 from tiergate.gateway.pipeline import Gateway
@@ -52,10 +53,14 @@ class GatewayApp(Starlette):
     async def _complete(
         self, gateway: Gateway, fmt: InboundFormat, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        metrics.REQUESTS_IN_FLIGHT.inc()
         try:
-            response = await gateway.handle(fmt, Request(scope, receive, send))
-        except Exception as exc:  # noqa: BLE001 - the pipeline answers its own errors: a bug
-            log.error("unhandled error", extra={"error": type(exc).__name__})
-            error = GatewayError(500, "Internal gateway error", None)
-            response = gateway.error_response(fmt, error, {})
-        await response(scope, receive, send)
+            try:
+                response = await gateway.handle(fmt, Request(scope, receive, send))
+            except Exception as exc:  # noqa: BLE001 - the pipeline answers its own errors: a bug
+                log.error("unhandled error", extra={"error": type(exc).__name__})
+                error = GatewayError(500, "Internal gateway error", None)
+                response = gateway.error_response(fmt, error, {})
+            await response(scope, receive, send)  # a stream: until its last byte
+        finally:
+            metrics.REQUESTS_IN_FLIGHT.dec()

@@ -373,6 +373,7 @@ class Gateway:
         metrics.observe_upstream(
             target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
         )
+        metrics.observe_usage(target.channel.name, target.model, u, cost)
         record = UsageRecord(
             request_id=ctx.request_id,
             ts=time.time(),
