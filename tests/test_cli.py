@@ -21,7 +21,16 @@ TIERGATE = [sys.executable, "-m", "tiergate"]
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["serve"], ["sim"], ["config"], ["config", "check"], ["db"], ["db", "migrate"]],
+    [
+        [],
+        ["serve"],
+        ["sim"],
+        ["health"],
+        ["config"],
+        ["config", "check"],
+        ["db"],
+        ["db", "migrate"],
+    ],
 )
 def test_help_on_every_command(args: list[str]) -> None:
     out = subprocess.run([*TIERGATE, *args, "--help"], capture_output=True, text=True, timeout=30)

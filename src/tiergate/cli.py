@@ -1,4 +1,4 @@
-"""Command line: serve | sim | config check | db migrate (and replay, from eval)."""
+"""Command line: serve | sim | health | config check | db migrate (and replay, from eval)."""
 
 from __future__ import annotations
 
@@ -204,6 +204,24 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    """Exit 0 when the gateway's /readyz says ready: the container HEALTHCHECK
+    (the slim image has no curl; this needs nothing but the standard library)."""
+    import urllib.error
+    import urllib.request
+
+    url = args.url or f"http://127.0.0.1:{args.port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as r:  # noqa: S310 - our URL
+            print(r.read().decode(errors="replace"))
+            return 0
+    except urllib.error.HTTPError as err:  # 503 not_ready: the body says which check
+        print(err.read().decode(errors="replace"), file=sys.stderr)
+    except OSError as err:
+        print(f"{url}: {err}", file=sys.stderr)
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tiergate",
@@ -240,6 +258,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--latency-ms", type=float, default=0.0, help="time to first byte")
     m.add_argument("--tokens-per-second", type=float, default=0.0, help="0 = instant")
     m.set_defaults(func=cmd_sim)
+
+    hc = sub.add_parser(
+        "health",
+        help="exit 0 when a running gateway is ready (/readyz)",
+        description="Ask a running gateway's /readyz; exit 0 when ready, 1 otherwise "
+        "(the container image's HEALTHCHECK).",
+    )
+    hc.add_argument("--port", type=int, default=4000, help="gateway port on 127.0.0.1")
+    hc.add_argument("--url", help="full readiness URL (overrides --port)")
+    hc.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    hc.set_defaults(func=cmd_health)
 
     c = sub.add_parser("config", help="configuration tools", description="Configuration tools.")
     csub = c.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")
