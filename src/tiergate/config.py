@@ -74,12 +74,28 @@ class DatabaseConfig(_Strict):
     url: str = "sqlite:///tiergate.db"
 
 
+class VirtualKeyConfig(_Strict):
+    """A workspace token issued through the admin API (docs/virtual-keys.md). Only
+    its SHA-256 is stored; the token itself is shown once, at creation."""
+
+    id: str = Field(pattern=r"^vk_[0-9a-f]{16}$")
+    name: str = Field("", max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field("", max_length=16)  # the token's first characters, to recognise it
+    created: float = Field(0.0, ge=0)
+    revoked: float | None = Field(None, ge=0)  # when it was revoked; None = valid
+    rate_limit_rpm: int | None = Field(None, ge=1)
+    budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    budget_usd_per_month: float | None = Field(None, ge=0)  # billed USD per UTC month
+
+
 class WorkspaceConfig(_Strict):
     name: str = Field(min_length=1, max_length=128)  # fits the usage/audit columns
     tokens: list[str] = Field(default_factory=list)
     escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
     rate_limit_rpm: int | None = Field(None, ge=1)  # requests per minute, all instances
     budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    virtual_keys: list[VirtualKeyConfig] = Field(default_factory=list)
 
 
 class Price(_Strict):
@@ -303,6 +319,11 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
     wnames = [w.name for w in cfg.workspaces]
     if len(set(wnames)) != len(wnames):
         problems.append("workspaces: duplicate workspace name")
+    keys = [k for w in cfg.workspaces for k in w.virtual_keys]
+    if len({k.id for k in keys}) != len(keys):
+        problems.append("workspaces: duplicate virtual key id")
+    if len({k.sha256 for k in keys}) != len(keys):
+        problems.append("workspaces: two virtual keys have the same token")
     return problems
 
 

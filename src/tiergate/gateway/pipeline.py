@@ -98,6 +98,8 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             await self.limiter.admit(workspace.id, workspace.limits)
+            if workspace.key_id is not None:
+                await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
             try:
@@ -336,8 +338,11 @@ class Gateway:
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
         cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
-        if ctx.workspace.limits.budget_usd_per_day is not None:
-            self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
+        ws = ctx.workspace
+        if ws.limits.budgeted:
+            self._spawn(self.limiter.charge(ws.id, ws.limits, cost))
+        if ws.key_id is not None and ws.key_limits.budgeted:
+            self._spawn(self.limiter.charge(ws.key_id, ws.key_limits, cost))
         return cost, time.perf_counter()
 
     async def _record_later(
