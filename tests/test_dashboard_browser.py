@@ -539,6 +539,30 @@ def test_shadow_labelling_moves_the_gate(page: Page, env: dict[str, Any]) -> Non
     expect(page.get_by_test_id("latency-labels-mean")).to_have_text("2.00 (1 labels)")
 
 
+def test_virtual_keys_issue_list_and_revoke(page: Page, env: dict[str, Any]) -> None:
+    admin: AdminClient = env["admin"]
+    gw: ServerThread = env["gw"]
+    open_page(page, env, "keys")
+    expect(page.get_by_test_id("vk-table-empty")).to_be_visible()
+    page.get_by_test_id("vk-name").fill("ci bot")
+    page.get_by_test_id("vk-month").fill("25")
+    page.get_by_test_id("vk-create").click()
+    token = page.get_by_test_id("vk-token").inner_text().strip()
+    assert token.startswith("tgk-")
+    [key] = admin.get("/virtual-keys").json()["items"]
+    assert (key["name"], key["budget_usd_per_month"], key["workspace"]) == ("ci bot", 25, "default")
+    expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_have_text("active")
+    expect(page.get_by_test_id(f"vk-month-{key['id']}")).to_have_text("$0.00 of $25.00")
+    assert chat(gw, "openai/gpt-5-mini", token=token).status_code == 200
+    shot(page, "virtual-keys")
+    page.get_by_test_id(f"vk-revoke-{key['id']}").click()
+    expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_contain_text("revoked")
+    assert chat(gw, "openai/gpt-5-mini", token=token).status_code == 401
+    page.reload()  # the token was shown once: it is not on the page any more
+    expect(page.get_by_test_id("vk-table")).to_be_visible()
+    assert token not in page.content()
+
+
 def test_sign_out_forgets_the_token(page: Page, env: dict[str, Any]) -> None:
     page.get_by_test_id("logout").click()
     expect(page.get_by_test_id("login-token")).to_be_visible()
