@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db
+from tiergate import db, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.dashboard import dashboard_mount
@@ -76,6 +76,7 @@ def create_app(
     expansion when a stored config version is loaded.
     """
     env = dict(os.environ if env is None else env)
+    tracing.setup_from_env(env)  # OpenTelemetry, only when asked for and installed
     http = UpstreamHTTP(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,

@@ -12,12 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from tiergate import tracing
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.routing.affinity import ChannelPin
 from tiergate.routing.distributor import Distributor, Target
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 R = TypeVar("R")
 
@@ -56,7 +60,10 @@ async def _first_success(
     for target in distributor.attempts(models, pin):
         n += 1
         try:
-            result = await attempt(target)
+            if tracing.tracer is None:
+                result = await attempt(target)
+            else:
+                result = await _traced(tracing.tracer, attempt, target, n)
         except UpstreamError as err:
             last = err
             _report(distributor, target, err)
@@ -109,6 +116,28 @@ async def open_stream(
 
     (first, rest), served = await _first_success(models, pin, distributor, policy, attempt)
     return first, rest, served
+
+
+async def _traced(
+    tracer: Tracer, attempt: Callable[[Target], Awaitable[R]], target: Target, n: int
+) -> R:
+    """One attempt in its own span (a stream's: until its first event)."""
+    attributes: dict[str, str | int] = {
+        "tiergate.channel": target.channel.name,
+        "tiergate.model": target.model,
+        "tiergate.key_index": target.key_index,
+        "tiergate.attempt": n,
+    }
+    with tracer.start_as_current_span(
+        "tiergate.upstream", attributes=attributes, record_exception=False
+    ) as span:
+        try:
+            return await attempt(target)
+        except UpstreamError as err:  # never the provider's message: it may quote input
+            span.set_attribute("tiergate.failure", err.kind)
+            span.set_attribute("http.response.status_code", err.status)
+            tracing.set_error(span, err)
+            raise
 
 
 def _report(distributor: Distributor, target: Target, err: UpstreamError) -> None:
