@@ -68,6 +68,7 @@ class StateConfig(_Strict):
     backend: Literal["memory", "redis"] = "memory"
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "tg:"
+    cluster: bool = False  # url names a seed node of a Redis/Valkey Cluster (docs/deploy.md)
 
 
 class DatabaseConfig(_Strict):
