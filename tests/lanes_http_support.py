@@ -78,6 +78,7 @@ class Upstream:
     path: str
     headers: dict[str, str]
     body: bytes
+    query: bytes = b""
 
 
 class RecordingSim:
@@ -99,7 +100,7 @@ class RecordingSim:
             more = message.get("more_body", False)
         body = b"".join(chunks)
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-        self.seen.append(Upstream(scope["path"], headers, body))
+        self.seen.append(Upstream(scope["path"], headers, body, scope.get("query_string", b"")))
         replayed = False
 
         async def replay() -> dict[str, Any]:

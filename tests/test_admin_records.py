@@ -218,7 +218,7 @@ def test_share_against_cap(env: dict[str, Any]) -> None:
     routers = {r["router"]: r for r in admin.get("/stats/share").json()["routers"]}
     esc = routers["esc"]
     assert esc["strong_requests"] == 1 and esc["requests"] >= 2
-    assert esc["cap_percent"] == 20 and esc["basis"] == "spend"
+    assert esc["cap_percent"] == 20 and esc["basis"] == "requests"
     assert esc["utilisation"] == pytest.approx(esc["share"] * 100 / 20)
     assert esc["warming_up"] is True and esc["capped"] is False  # below 20 requests
     assert routers["capped"]["capped"] is True  # a cap of 0 disables escalation

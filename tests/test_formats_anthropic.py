@@ -141,17 +141,14 @@ def bad(**over: Any) -> dict[str, Any]:
     [
         ({"model": "m", "messages": []}, "max_tokens"),
         (bad(messages=[]), "messages"),
-        (bad(messages=[{"role": "system", "content": "x"}]), "messages[0].role"),
+        (bad(messages=[{"role": "system", "content": "x"}]), "messages"),
+        (bad(messages=[{"role": "developer", "content": "x"}]), "messages[0].role"),
         (
-            bad(messages=[{"role": "user", "content": [{"type": "document"}]}]),
+            bad(messages=[{"role": "user", "content": [{"text": "no type"}]}]),
             "messages[0].content[0].type",
         ),
         (
-            bad(
-                messages=[
-                    {"role": "user", "content": [{"type": "image", "source": {"type": "file"}}]}
-                ]
-            ),
+            bad(messages=[{"role": "user", "content": [{"type": "image", "source": {}}]}]),
             "messages[0].content[0].source.type",
         ),
         (
@@ -159,7 +156,8 @@ def bad(**over: Any) -> dict[str, Any]:
             "messages[0].content[0].tool_use_id",
         ),
         (bad(system=[{"type": "image"}]), "system[0].type"),
-        (bad(tools=[{"type": "web_search_20250305", "name": "web_search"}]), "tools[0].type"),
+        (bad(tools=[{"type": 5}]), "tools[0].type"),
+        (bad(tools=[{"type": "bash_20250124"}]), "tools[0].name"),
         (bad(tools=[{"name": "t"}]), "tools[0].input_schema"),
         (bad(tool_choice={"type": "maybe"}), "tool_choice.type"),
         (bad(temperature=1.5), "temperature"),

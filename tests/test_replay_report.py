@@ -50,24 +50,39 @@ def test_sweep_summary_finds_the_clean_range_and_best_point() -> None:
 def test_cap_binding_prevalence_interpolates_the_crossing() -> None:
     prev = {
         "prevalences": [0.0, 0.1, 0.2],
-        "policies": {ENGINE_UNCAPPED.name: {"strong_spend_share": [0.0, 0.1, 0.3]}},
+        "policies": {
+            ENGINE_UNCAPPED.name: {
+                "strong_request_share": [0.0, 0.1, 0.3],
+                "strong_spend_share": [0.0, 0.3, 0.5],
+            }
+        },
     }
-    assert cap_binding_prevalence(prev) == pytest.approx(0.15)
+    assert cap_binding_prevalence(prev) == pytest.approx(0.15)  # requests, the default basis
+    assert cap_binding_prevalence(prev, basis="spend") == pytest.approx(0.1 * 0.2 / 0.3)
     assert cap_binding_prevalence(None) is None
 
 
 def test_targets_state_each_goal_met_or_not() -> None:
+    """Targets are measured on the shipped, capped engine; the uncapped one is beside."""
     arch = {
         "easy_short": {"sessions": 10, "false_positive_sessions": 0},
         "long_trivial": {"sessions": 5, "false_positive_sessions": 1},
         "latent_hard": {"sessions": 20, "sessions_escalated": 19},
     }
+    free = {**arch, "long_trivial": {"sessions": 5, "false_positive_sessions": 3}}
     results = {
         "policies": {
-            ENGINE_UNCAPPED.name: {
+            "escalation": {
                 "archetypes": arch,
                 "cost_per_1k_sessions": 40.0,
                 "hard_turn_coverage": 0.8,
+                "strong_turn_share": 0.2,
+            },
+            ENGINE_UNCAPPED.name: {
+                "archetypes": free,
+                "cost_per_1k_sessions": 60.0,
+                "hard_turn_coverage": 0.9,
+                "strong_turn_share": 0.3,
             },
             "always-frontier-affinity": {"cost_per_1k_sessions": 100.0},
         },
@@ -82,9 +97,13 @@ def test_targets_state_each_goal_met_or_not() -> None:
     assert got == {
         "false-positive easy sessions": False,
         "latent-hard sessions escalated": True,
-        "hard-turn coverage at <= 45 % of always-frontier-with-affinity cost": True,
+        "hard-turn coverage at <= 50 % of always-frontier-with-affinity cost": True,
         "adversarial share within 1 point of the cap after warm-up": True,
     }
+    beside = {t["target"]: t["uncapped"] for t in targets(results)}
+    assert beside["false-positive easy sessions"] == "3 of 15"
+    cov = "hard-turn coverage at <= 50 % of always-frontier-with-affinity cost"
+    assert beside[cov] == "90.0 % at 60.0 %"
 
 
 def test_table_escapes_pipes_and_formats_numbers() -> None:

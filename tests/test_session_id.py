@@ -35,6 +35,8 @@ ALL_HEADERS = {
     "x-orcarouter-session-id": "h1",
     "x-session-id": "h2",
     "x-claude-code-session-id": "h3",
+    "session-id": "h4",  # Codex CLI
+    "session_id": "h5",  # older Codex CLI releases
 }
 ALL_BODY = {
     "metadata": {"session_id": "b1", "user_id": CLAUDE_CODE_USER_ID},
@@ -50,7 +52,14 @@ def _drop(d: dict[str, Any], *names: str) -> dict[str, Any]:
 PRIORITY_TABLE = [
     (ALL_HEADERS, ALL_BODY, "header:x-orcarouter-session-id", "h1"),
     (_drop(ALL_HEADERS, "x-orcarouter-session-id"), ALL_BODY, "header:x-session-id", "h2"),
-    ({"x-claude-code-session-id": "h3"}, ALL_BODY, "header:x-claude-code-session-id", "h3"),
+    (
+        _drop(ALL_HEADERS, "x-orcarouter-session-id", "x-session-id"),
+        ALL_BODY,
+        "header:x-claude-code-session-id",
+        "h3",
+    ),
+    ({"session-id": "h4", "session_id": "h5"}, ALL_BODY, "header:session-id", "h4"),
+    ({"session_id": "h5"}, ALL_BODY, "header:session_id", "h5"),
     ({}, ALL_BODY, "body:metadata.session_id", "b1"),
     (
         {},
@@ -89,6 +98,31 @@ def test_empty_or_blank_values_fall_through() -> None:
     body = {**OPENAI_BODY, "metadata": {"session_id": ""}, "prompt_cache_key": "pk"}
     session = resolve_session_id(headers, body)
     assert session is not None and session.source == "body:prompt_cache_key"
+
+
+@pytest.mark.parametrize(
+    "user_id",
+    [
+        CLAUDE_CODE_USER_ID,
+        f"user_{'a' * 64}_account__session_{UUID}",  # no account: an empty segment
+    ],
+)
+def test_claude_code_legacy_user_id(user_id: str) -> None:
+    session = resolve_session_id({}, {**OPENAI_BODY, "metadata": {"user_id": user_id}})
+    assert session == SessionId(UUID, "body:metadata.user_id", True)
+
+
+def test_claude_code_header_and_json_user_id_name_the_same_session() -> None:
+    """Claude Code 2.1 sends both; either alone resolves to the same scope."""
+    user_id = json.dumps({"device_id": "d" * 64, "account_uuid": "acc", "session_id": UUID})
+    body = {**OPENAI_BODY, "metadata": {"user_id": user_id}}
+    both = resolve_session_id({"x-claude-code-session-id": UUID}, body)
+    header_only = resolve_session_id({"x-claude-code-session-id": UUID}, OPENAI_BODY)
+    body_only = resolve_session_id({}, body)
+    assert both is not None and header_only is not None and body_only is not None
+    assert both.source == "header:x-claude-code-session-id"
+    assert session_scope("ws", both) == session_scope("ws", body_only)
+    assert session_scope("ws", header_only) == session_scope("ws", body_only)
 
 
 def test_claude_code_json_user_id() -> None:
@@ -176,6 +210,27 @@ def test_openai_and_anthropic_bodies_with_the_same_opening_match() -> None:
 
 
 @pytest.mark.parametrize(
+    "opening",
+    [
+        {"instructions": "You are a coding agent.", "input": "Fix the failing test."},
+        {
+            "input": [
+                {"type": "message", "role": "developer", "content": "You are a coding agent."},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "Fix the failing test."}],
+                },
+                {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+            ]
+        },
+    ],
+)
+def test_responses_bodies_with_the_same_opening_match(opening: dict[str, Any]) -> None:
+    assert fingerprint(opening) == fingerprint(OPENAI_BODY)
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {"messages": []},
@@ -183,6 +238,7 @@ def test_openai_and_anthropic_bodies_with_the_same_opening_match() -> None:
         {"messages": "not a list"},
         {"system": "s"},
         {"messages": [{"role": "user", "content": ""}]},  # empty opener: would collide
+        {"instructions": "s", "input": [{"type": "function_call_output", "output": "x"}]},
         {},
     ],
 )

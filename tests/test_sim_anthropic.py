@@ -302,3 +302,26 @@ def test_missing_key_or_version(sim: ServerThread) -> None:
 def test_models_list_in_anthropic_format(sim: ServerThread) -> None:
     ids = [m.id for m in client(sim).models.list()]
     assert MODEL in ids
+
+
+def test_mid_conversation_system_messages_need_the_beta_and_a_turn_before(
+    sim: ServerThread,
+) -> None:
+    """As the API: `role: system` inside `messages` only with the beta header, never first."""
+    beta = {"anthropic-beta": "mid-conversation-system-2026-04-07"}
+    later = [{"role": "user", "content": "hi"}, {"role": "system", "content": "be brief"}]
+    c = client(sim)
+    with pytest.raises(anthropic.BadRequestError):
+        c.messages.create(model=MODEL, max_tokens=5, messages=later)  # type: ignore[arg-type]
+    ok = c.messages.create(model=MODEL, max_tokens=5, messages=later, extra_headers=beta)  # type: ignore[arg-type]
+    assert ok.content
+    only_config = [{"role": "user", "content": "hi"}, {"role": "system", "output_config": {}}]
+    assert c.messages.create(
+        model=MODEL,
+        max_tokens=5,
+        messages=only_config,  # type: ignore[arg-type]
+        extra_headers=beta,
+    ).content
+    first = [{"role": "system", "content": "x"}, {"role": "user", "content": "hi"}]
+    with pytest.raises(anthropic.BadRequestError):
+        c.messages.create(model=MODEL, max_tokens=5, messages=first, extra_headers=beta)  # type: ignore[arg-type]

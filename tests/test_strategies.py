@@ -299,9 +299,10 @@ def test_select_ignores_pins_for_dsl_and_for_routers_that_are_not_session_aware(
 
 def test_select_accepts_tier_pools_resolved_at_load() -> None:
     r = router(strategy="gated_adaptive")
-    pools = resolve_tier_pools(r, NAMES)  # gated_adaptive's base tier keeps every model
+    pools = resolve_tier_pools(r, NAMES)  # the strong pool is reserved for the strong tier
     hard = ctx(r, score=0.9)
-    assert select(cands(), hard, tier="base", pools=pools)[0] == "anthropic/sonnet"
+    assert "anthropic/sonnet" not in select(cands(), hard, tier="base", pools=pools)
+    assert select(cands(), hard, tier="strong", pools=pools)[0] == "anthropic/sonnet"
     assert select(cands(), hard, tier="base", pools=pools, pinned="openai/nano")[0] == (
         "openai/nano"
     )

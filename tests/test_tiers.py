@@ -71,7 +71,9 @@ def test_pool_references_expand_named_and_builtin_pools() -> None:
     assert resolve_tier_pools(r, EXPOSED).strong == ("openai/gpt-5", "anthropic/claude-sonnet-5")
 
 
-def test_gated_adaptive_with_empty_pool_keeps_its_full_base_set() -> None:
+def test_gated_adaptive_with_empty_pool_reserves_the_strong_pool_for_the_strong_tier() -> None:
+    """Report §4: "The base tier is AllowedModels \\ strong-tier pool; a model in
+    both belongs to the strong tier." No strategy is exempt."""
     r = router(
         strategy="gated_adaptive",
         allowed_models=["openai/*", "anthropic/*"],
@@ -80,7 +82,7 @@ def test_gated_adaptive_with_empty_pool_keeps_its_full_base_set() -> None:
     )
     pools = resolve_tier_pools(r, EXPOSED)
     assert pools.strong == ("anthropic/claude-sonnet-5",)
-    assert "anthropic/claude-sonnet-5" in pools.base  # its strong band still works in base
+    assert "anthropic/claude-sonnet-5" not in pools.base
 
 
 def test_gated_adaptive_with_an_explicit_pool_splits_normally() -> None:

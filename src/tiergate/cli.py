@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import logging
 import os
 import socket
 import sys
 from collections.abc import Sequence
 
 from tiergate import __version__
-from tiergate.config import ConfigError, GatewayConfig, load_config
+from tiergate.config import ConfigError, GatewayConfig, config_warnings, load_config
 from tiergate.replay_cli import add_replay_parser
 
 BANNER = """
@@ -105,6 +106,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as err:
         _print_problems(args.config or "environment", err)
         return 2
+    for w in config_warnings(cfg, env, session_tiers=False):  # lanes log their own
+        logging.getLogger("tiergate.config").warning("%s", w)
     host = args.host or cfg.server.host
     port = args.port or cfg.server.port
     server = uvicorn.Server(
@@ -166,9 +169,13 @@ def cmd_config_check(args: argparse.Namespace) -> int:
     except ConfigError as err:
         _print_problems(args.file, err)
         return 2
+    warnings = config_warnings(cfg)
+    for w in warnings:
+        print(f"{args.file}: warning: {w}", file=sys.stderr)
+    noted = f", {len(warnings)} warning(s)" if warnings else ""
     print(
         f"{args.file}: OK ({len(cfg.channels)} channels, {len(cfg.exposed_models())} models, "
-        f"{len(cfg.routers)} routers, {len(cfg.workspaces)} workspaces)"
+        f"{len(cfg.routers)} routers, {len(cfg.workspaces)} workspaces{noted})"
     )
     return 0
 

@@ -11,11 +11,20 @@ import copy
 import fnmatch
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+)
 
 ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
 StrategyName = Literal["cheapest", "quality", "balanced", "linucb", "gated_adaptive", "dsl"]
@@ -36,6 +45,31 @@ DEFAULT_BASE_URLS: dict[str, str] = {
     "gemini": "https://generativelanguage.googleapis.com",
     "deepseek": "https://api.deepseek.com/v1",
 }
+
+
+def _yaml_off(words: tuple[str, ...]) -> Callable[[Any], Any]:
+    """YAML 1.1 reads an unquoted `off` (and `no`, `false`) as false and `on`,
+    `yes`, `true` as true. The docs write `mode: off` unquoted, so false means
+    "off"; true names no mode, so it is an error that lists the valid words."""
+
+    def convert(value: Any) -> Any:
+        if value is False:
+            return "off"
+        if value is True:
+            valid = ", ".join(repr(w) for w in words)
+            raise ValueError(
+                f"a boolean is not a mode (YAML reads unquoted on/yes/true as true); use {valid}"
+            )
+        return value
+
+    return convert
+
+
+EscalationMode = Annotated[
+    Literal["off", "manual", "auto"], BeforeValidator(_yaml_off(("off", "manual", "auto")))
+]
+#: Kept raw (str): a malformed mode disables session tiers with one warning.
+SessionTierMode = Annotated[str | None, BeforeValidator(_yaml_off(("off", "sticky")))]
 
 
 class ConfigError(Exception):
@@ -146,7 +180,7 @@ class ChannelConfig(_Strict):
 
 
 class EscalationConfig(_Strict):
-    mode: Literal["off", "manual", "auto"] = "off"
+    mode: EscalationMode = "off"
     pool: list[str] = Field(default_factory=list)
     rollout_percent: float = Field(100.0, ge=0, le=100)
     delta_t2: float | None = Field(0.55, ge=0, le=1)  # explicit null = thresholds.t2
@@ -154,7 +188,9 @@ class EscalationConfig(_Strict):
     percentile_warmup: int = Field(200, ge=1)
     max_per_session: int = Field(1, ge=0)
     share_cap_percent: float = Field(20.0, ge=0, le=100)
-    share_cap_basis: Literal["spend", "requests"] = "spend"
+    # requests: the report's basis ("296 of 1,439 requests served strong"); spend
+    # for operators who budget money rather than traffic (docs/escalation.md)
+    share_cap_basis: Literal["requests", "spend"] = "requests"
     share_window_days: int = Field(2, ge=1, le=7)
     share_warmup_requests: int = Field(20, ge=0)
     strike_threshold: int = Field(2, ge=1)
@@ -201,7 +237,7 @@ class SessionTiersConfig(_Strict):
     """Raw mode/TTL on purpose: a malformed value disables the feature with one
     warning (tiergate.lanes.settings), exactly as a malformed environment value."""
 
-    mode: str | None = None  # off | sticky; env SESSION_TIER_MODE wins
+    mode: SessionTierMode = None  # off | sticky; env SESSION_TIER_MODE wins
     ttl_seconds: int | str | None = None  # 1-86400; env SESSION_TIER_TTL_SECONDS wins
     backend: Literal["memory", "sqlite", "redis"] = "memory"
     sqlite_path: str = "tiergate-session-tiers.db"
@@ -266,6 +302,53 @@ def _format_validation(err: ValidationError) -> list[str]:
         loc = ".".join(str(p) for p in e["loc"]) or "(root)"
         problems.append(f"{loc}: {e['msg']}")
     return problems
+
+
+def _has_entry(node: Any, part: int | str) -> bool:
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node)
+
+
+def _drop_at(data: Any, loc: tuple[int | str, ...]) -> bool:
+    """Delete the deepest entry of `data` that `loc` reaches (pydantic locations
+    may end in type tags such as `str` that name no key). True if one was."""
+    parent: Any = None
+    key: int | str | None = None
+    node = data
+    for part in loc:
+        if not _has_entry(node, part):
+            break
+        parent, key, node = node, part, node[part]
+    if parent is None or key is None:
+        return False
+    if isinstance(parent, dict):
+        del parent[key]
+    else:
+        parent[key] = {}  # keep later list indexes (and their messages) stable
+    return True
+
+
+def _consequences(data: Any, err: ValidationError, text: str | None) -> list[str]:
+    """What else goes wrong once the invalid entries are set aside.
+
+    A typo such as `modles:` is one schema error, but it also leaves the channel
+    without models and every router that names them pointing at nothing. Each
+    invalid entry is dropped (its default applies) and the rest is checked
+    again, so `config check` reports every consequence in one run.
+    """
+    pruned = copy.deepcopy(data)
+    for _ in range(5):  # each pass can only remove entries: a few passes suffice
+        dropped = [_drop_at(pruned, tuple(e["loc"])) for e in err.errors()]  # all, not any()
+        if not any(dropped):
+            return []
+        try:
+            cfg = GatewayConfig.model_validate(pruned)
+        except ValidationError as again:
+            err = again
+            continue
+        return semantic_problems(cfg, text)
+    return []
 
 
 def _pool_refs(router: RouterConfig) -> list[tuple[str, list[str]]]:
@@ -353,16 +436,46 @@ def _router_problems(
     return problems
 
 
+def config_warnings(
+    cfg: GatewayConfig, env: dict[str, str] | None = None, *, session_tiers: bool = True
+) -> list[str]:
+    """Settings that `serve` accepts but switches off or ignores, one line each.
+
+    `config check` prints these and `serve` logs them, so the two agree on what
+    a config will actually do (`session_tiers=False` leaves out the lane
+    settings' warning, which the session-tier setup logs itself).
+    """
+    from tiergate.lanes.settings import resolve_settings  # lanes imports config
+
+    env = dict(os.environ) if env is None else env
+    out: list[str] = []
+    if session_tiers:
+        tiers = cfg.session_tiers
+        _, lanes_warning = resolve_settings(env, tiers.mode, tiers.ttl_seconds)
+        if lanes_warning is not None:
+            out.append(lanes_warning)
+    for i, r in enumerate(cfg.routers):
+        if r.strategy == "dsl" and r.escalation.mode != "off":
+            out.append(
+                f"routers.{i}.escalation.mode: ignored for the dsl strategy (its rules pick"
+                " models directly; no tier engine, no X-Orca-Session-Tier header)"
+            )
+    return out
+
+
 def parse_config(
     data: dict[str, Any], env: dict[str, str] | None = None, text: str | None = None
 ) -> GatewayConfig:
     """Validate a parsed YAML tree; raise ConfigError listing every problem."""
     if not isinstance(data, dict):
         raise ConfigError(["(root): the config file must be a YAML mapping"])
+    expanded = expand_env(data, env)
     try:
-        cfg = GatewayConfig.model_validate(expand_env(data, env))
+        cfg = GatewayConfig.model_validate(expanded)
     except ValidationError as err:
-        raise ConfigError(_format_validation(err)) from None
+        problems = _format_validation(err)
+        problems += [p for p in _consequences(expanded, err, text) if p not in problems]
+        raise ConfigError(problems) from None
     problems = semantic_problems(cfg, text)
     if problems:
         raise ConfigError(problems)

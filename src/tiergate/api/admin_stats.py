@@ -31,6 +31,7 @@ from tiergate.config import GatewayConfig
 from tiergate.db import audit_table, feedback_table, shadow_labels_table, usage_table
 from tiergate.routing.affinity import key_fingerprint
 from tiergate.routing.caps import (
+    ShareBasis,
     counters_from_values,
     router_share_keys,
     share_exceeded,
@@ -175,15 +176,20 @@ async def share_status(cfg: GatewayConfig, store: StateStore, now: float) -> dic
                 "live_percent": live_percent(r),
             }
         )
+    # The workspace cap is checked on each router's basis; shown on the one they
+    # share (the default, requests, when they differ).
+    bases = {r.escalation.share_cap_basis for r in routers}
+    ws_basis: ShareBasis = bases.pop() if len(bases) == 1 else "requests"
     out_ws = []
     for w in cfg.workspaces:
         n = len(workspace_share_keys(workspace_id(w.name), now, ws_days))
         c = counters_from_values(values[i : i + n])
         i += n
-        share = c.share("spend")
+        share = c.share(ws_basis)
         out_ws.append(
             {
                 "workspace": w.name,
+                "basis": ws_basis,
                 "share": share,
                 "request_share": c.request_share,
                 "spend_share": c.spend_share,

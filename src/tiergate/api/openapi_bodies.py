@@ -150,6 +150,14 @@ CHAT_COMPLETION_REQUEST: Schema = obj(
 # ---- Anthropic messages ------------------------------------------------------------------
 
 _AN_TEXT = obj({"type": const("text"), "text": _STR, **_CACHE}, ["type", "text"])
+
+
+def _other_block(*known: str) -> Schema:
+    """A block of any other type: kept verbatim for Anthropic upstreams, dropped for
+    the others (documents, search results, server tool blocks, newer types)."""
+    return obj({"type": {"type": "string", "not": {"enum": list(known)}}}, ["type"])
+
+
 _AN_IMAGE = obj(
     {
         "type": const("image"),
@@ -160,6 +168,7 @@ _AN_IMAGE = obj(
                     ["type", "data", "media_type"],
                 ),
                 obj({"type": const("url"), "url": _STR}, ["type", "url"]),
+                _other_block("base64", "url"),  # e.g. a Files API file id: verbatim
             ]
         },
     },
@@ -172,7 +181,13 @@ _AN_TOOL_RESULT = obj(
             "type": "string",
             "description": "The id of a tool_use block of the previous assistant message",
         },
-        "content": {"anyOf": [_STR, array({"anyOf": [_AN_TEXT, _AN_IMAGE]}), {"type": "null"}]},
+        "content": {
+            "anyOf": [
+                _STR,
+                array({"anyOf": [_AN_TEXT, _AN_IMAGE, _other_block("text", "image")]}),
+                {"type": "null"},
+            ]
+        },
         "is_error": nullable("boolean"),
         **_CACHE,
     },
@@ -187,6 +202,7 @@ _AN_ASSISTANT_BLOCK = {
             {"type": const("tool_use"), "id": _STR, "name": _STR, "input": _OBJECT},
             ["type", "id", "name"],
         ),
+        _other_block("text", "thinking", "redacted_thinking", "tool_use"),
     ]
 }
 
@@ -196,10 +212,32 @@ ANTHROPIC_MESSAGE: Schema = {
             {
                 "role": _role("user"),
                 "content": {
-                    "anyOf": [_STR, array({"anyOf": [_AN_TEXT, _AN_IMAGE, _AN_TOOL_RESULT]})]
+                    "anyOf": [
+                        _STR,
+                        array(
+                            {
+                                "anyOf": [
+                                    _AN_TEXT,
+                                    _AN_IMAGE,
+                                    _AN_TOOL_RESULT,
+                                    _other_block("text", "image", "tool_result"),
+                                ]
+                            }
+                        ),
+                    ]
                 },
             },
             ["role", "content"],
+        ),
+        # mid-conversation system message (beta); not first, and content or output_config
+        obj(
+            {
+                "role": _role("system"),
+                "content": {"anyOf": [_STR, array({"anyOf": [_AN_TEXT, _other_block("text")]})]},
+                "clear_at": {"enum": ["next_user_message", "never", None]},
+                "output_config": or_null(_OBJECT),
+            },
+            ["role"],
         ),
         obj(
             {"role": _role("assistant"), "content": {"anyOf": [_STR, array(_AN_ASSISTANT_BLOCK)]}},
@@ -208,9 +246,9 @@ ANTHROPIC_MESSAGE: Schema = {
     ]
 }
 
-_AN_TOOL = obj(
+_AN_CUSTOM_TOOL = obj(
     {
-        "type": {"enum": ["custom", None], "description": "Server tools are not supported"},
+        "type": {"enum": ["custom", None]},
         "name": _STR,
         "description": nullable("string"),
         "input_schema": _OBJECT,
@@ -219,6 +257,13 @@ _AN_TOOL = obj(
     },
     ["name", "input_schema"],
 )
+#: Anthropic-defined tools (web_search_..., bash_...): forwarded to Anthropic
+#: upstreams as sent, dropped for the others (docs/conversion.md).
+_AN_NATIVE_TOOL = obj(
+    {"type": {"type": "string", "not": {"enum": ["custom"]}}, "name": _STR},
+    ["type", "name"],
+)
+_AN_TOOL = {"anyOf": [_AN_CUSTOM_TOOL, _AN_NATIVE_TOOL]}
 _PARALLEL = {"disable_parallel_tool_use": nullable("boolean")}
 
 MESSAGES_REQUEST: Schema = obj(
@@ -246,4 +291,28 @@ MESSAGES_REQUEST: Schema = obj(
         "thinking": or_null(_OBJECT),
     },
     ["model", "max_tokens", "messages"],
+)
+
+#: A Messages body without max_tokens (counted by the gateway, docs/conversion.md).
+COUNT_TOKENS_REQUEST: Schema = obj(
+    {k: v for k, v in MESSAGES_REQUEST["properties"].items() if k != "max_tokens"},
+    ["model", "messages"],
+)
+
+EMBEDDINGS_REQUEST: Schema = obj(
+    {
+        "model": {"type": "string", "description": "A concrete model of an OpenAI-type channel"},
+        "input": {
+            "anyOf": [
+                {"type": "string"},
+                array({"type": "string"}, minItems=1),
+                array({"type": "integer"}, minItems=1),
+                array(array({"type": "integer"}, minItems=1), minItems=1),
+            ]
+        },
+        "dimensions": {"type": "integer", "minimum": 1},
+        "encoding_format": {"type": "string", "enum": ["float", "base64"]},
+        "user": {"type": "string"},
+    },
+    ["model", "input"],
 )

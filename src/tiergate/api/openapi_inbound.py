@@ -1,4 +1,5 @@
-"""The inbound APIs in the OpenAPI document: the OpenAI and Anthropic formats,
+"""The inbound APIs in the OpenAPI document: the OpenAI (chat completions and
+responses) and Anthropic formats,
 models, feedback, the explain diagnostic and health. Request schemas are exact
 where a fuzzer needs them and open where providers add fields."""
 
@@ -6,7 +7,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiergate.api.openapi_bodies import CHAT_COMPLETION_REQUEST, MESSAGES_REQUEST
+from tiergate.api.openapi_bodies import (
+    CHAT_COMPLETION_REQUEST,
+    COUNT_TOKENS_REQUEST,
+    EMBEDDINGS_REQUEST,
+    MESSAGES_REQUEST,
+)
+from tiergate.api.openapi_responses import RESPONSES_EVENT, RESPONSES_REQUEST
 from tiergate.api.openapi_schema import (
     Schema,
     error_responses,
@@ -27,10 +34,33 @@ INBOUND: dict[str, Schema] = {
         },
         ["choices"],
     ),
+    "ResponsesRequest": RESPONSES_REQUEST,
+    "Response": obj(
+        {
+            "id": {"type": "string"},
+            "object": {"type": "string", "const": "response"},
+            "status": {"type": "string"},
+            "output": {"type": "array"},
+            "usage": {"type": ["object", "null"]},
+        },
+        ["id", "object", "status", "output"],
+    ),
     "MessagesRequest": MESSAGES_REQUEST,
     "Message": obj(
         {"id": {"type": "string"}, "type": {"type": "string"}, "content": {"type": "array"}},
         ["content"],
+    ),
+    "CountTokensRequest": COUNT_TOKENS_REQUEST,
+    "TokenCount": obj({"input_tokens": {"type": "integer", "minimum": 0}}, ["input_tokens"]),
+    "EmbeddingsRequest": EMBEDDINGS_REQUEST,
+    "EmbeddingList": obj(
+        {
+            "object": {"type": "string"},
+            "data": {"type": "array"},
+            "model": {"type": "string"},
+            "usage": {"type": "object"},
+        },
+        ["data"],
     ),
     "ModelList": obj(
         {
@@ -155,6 +185,11 @@ def _inbound_op(
     return op
 
 
+def _without_routing(op: dict[str, Any]) -> dict[str, Any]:
+    """An operation that is not a conversation turn: the session headers do not apply."""
+    return {k: v for k, v in op.items() if k != "parameters"}
+
+
 def inbound_paths() -> dict[str, Any]:
     chat = _inbound_op(
         "OpenAI chat completions", "ChatCompletionRequest", "ChatCompletion", stream=OPENAI_EVENT
@@ -174,12 +209,47 @@ def inbound_paths() -> dict[str, Any]:
     }
     return {
         "/v1/chat/completions": {"post": {**chat, "operationId": "chat_completions"}},
+        "/v1/responses": {
+            "post": {
+                **_inbound_op(
+                    "OpenAI responses (Codex CLI)",
+                    "ResponsesRequest",
+                    "Response",
+                    stream=RESPONSES_EVENT,
+                ),
+                "operationId": "responses",
+            }
+        },
         "/v1/messages": {
             "post": {
                 **_inbound_op(
                     "Anthropic messages", "MessagesRequest", "Message", stream=ANTHROPIC_EVENT
                 ),
                 "operationId": "messages",
+            }
+        },
+        "/v1/messages/count_tokens": {
+            "post": {
+                **_without_routing(
+                    _inbound_op(
+                        "Estimate a Messages body's input tokens (tiergate's tokenizer)",
+                        "CountTokensRequest",
+                        "TokenCount",
+                    )
+                ),
+                "operationId": "count_tokens",
+            }
+        },
+        "/v1/embeddings": {
+            "post": {
+                **_without_routing(
+                    _inbound_op(
+                        "OpenAI embeddings, passed through to an OpenAI-type channel",
+                        "EmbeddingsRequest",
+                        "EmbeddingList",
+                    )
+                ),
+                "operationId": "embeddings",
             }
         },
         "/v1/models": {

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-Role = Literal["user", "assistant", "tool"]
+Role = Literal["user", "assistant", "tool", "system"]
 FinishReason = Literal["stop", "length", "tool_calls", "content_filter", "error"]
 
 
@@ -44,7 +44,27 @@ class ThinkingPart:
     type: Literal["thinking"] = "thinking"
 
 
-Part = TextPart | ImagePart | ThinkingPart
+@dataclass(slots=True)
+class RawBlock:
+    """A content block the neutral model does not name (a server tool's result, a
+    document, a newer block type), kept verbatim. Only an upstream of the same
+    format as the client (`source`) receives it; the others drop it."""
+
+    block: dict[str, Any]
+    source: str = "anthropic"
+    type: Literal["raw"] = "raw"
+
+
+Part = TextPart | ImagePart | ThinkingPart | RawBlock
+
+FOLDED_SYSTEM_OPEN = "<system>\n"
+FOLDED_SYSTEM_CLOSE = "\n</system>"
+
+
+def folded_system_text(m: Message) -> str:
+    """A mid-conversation system message as clearly marked user-turn text, for an
+    upstream that has no system role inside the conversation."""
+    return f"{FOLDED_SYSTEM_OPEN}{m.text()}{FOLDED_SYSTEM_CLOSE}"
 
 
 @dataclass(slots=True)
@@ -62,6 +82,10 @@ class Message:
 
     role "tool" is a tool result: `tool_call_id` names the call it answers,
     `is_error` marks a failed tool run (Anthropic `is_error`, or inferred).
+    role "system" is an instruction the client placed inside the conversation
+    (after the first user or assistant message; earlier ones join
+    `ChatRequest.system`). It is not a user ask: scorers skip it, and each
+    upstream renders it in place or folds it into a user turn (docs/conversion.md).
     """
 
     role: Role
@@ -70,6 +94,9 @@ class Message:
     tool_call_id: str | None = None
     is_error: bool = False
     name: str | None = None
+    # a system message as the client sent it (with clear_at, output_config, ...),
+    # for an upstream of the client's own format; None for every other message
+    raw: dict[str, Any] | None = None
 
     def text(self) -> str:
         """All text parts joined, the form the scorers and strike producers read."""
@@ -87,6 +114,9 @@ class ToolSpec:
     parameters: dict[str, Any] = field(default_factory=dict)
     cache_control: dict[str, Any] | None = None
     strict: bool | None = None  # OpenAI strict function schemas; None = not stated
+    # A provider-defined tool (Anthropic web_search, bash, ...) as the client sent
+    # it: forwarded to an upstream of that format only, dropped by the others.
+    native: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -98,6 +128,8 @@ class ChatRequest:
     when the upstream speaks the same format, which `source_format` ("openai" or
     "anthropic", set by the inbound parser) records. `parallel_tool_calls` is
     OpenAI's flag and the inverse of Anthropic's `disable_parallel_tool_use`.
+    `betas` are the `anthropic-beta` values an Anthropic client sent and
+    `beta_query` its `?beta=true`; both go to Anthropic upstreams only.
     """
 
     model: str
@@ -119,6 +151,8 @@ class ChatRequest:
     extra: dict[str, Any] = field(default_factory=dict)
     source_format: str | None = None
     parallel_tool_calls: bool | None = None
+    betas: tuple[str, ...] = ()
+    beta_query: bool = False
 
     def system_text(self) -> str:
         return "\n".join(p.text for p in self.system)
@@ -210,7 +244,24 @@ class StreamEnd:
     type: Literal["end"] = "end"
 
 
-StreamEvent = StreamStart | TextDelta | ThinkingDelta | ToolCallStart | ToolCallDelta | StreamEnd
+@dataclass(slots=True)
+class RawBlockDelta:
+    """A whole content block the neutral events do not name (an Anthropic server
+    tool's call or result), relayed verbatim to clients of that format."""
+
+    block: dict[str, Any]
+    type: Literal["raw"] = "raw"
+
+
+StreamEvent = (
+    StreamStart
+    | TextDelta
+    | ThinkingDelta
+    | ToolCallStart
+    | ToolCallDelta
+    | RawBlockDelta
+    | StreamEnd
+)
 
 
 class StreamAccumulator:
@@ -223,6 +274,7 @@ class StreamAccumulator:
         self._signature: str | None = None
         self._args: dict[int, list[str]] = {}
         self._calls: dict[int, ToolCall] = {}
+        self._raw: list[RawBlock] = []
         self.finished = False
 
     def add(self, event: StreamEvent) -> None:
@@ -236,6 +288,8 @@ class StreamAccumulator:
             self._thinking.append(event.text)
             if event.signature:
                 self._signature = event.signature
+        elif isinstance(event, RawBlockDelta):
+            self._raw.append(RawBlock(event.block))
         elif isinstance(event, StreamStart):
             self.response.id = event.id
             self.response.model = event.model
@@ -249,6 +303,7 @@ class StreamAccumulator:
         parts: list[Part] = []
         if self._thinking or self._signature:
             parts.append(ThinkingPart(text="".join(self._thinking), signature=self._signature))
+        parts.extend(self._raw)
         if self._text:
             parts.append(TextPart(text="".join(self._text)))
         r.content = parts

@@ -43,6 +43,7 @@ from tiergate.core.model import (
     ToolCallStart,
     ToolSpec,
     Usage,
+    folded_system_text,
 )
 from tiergate.formats import GEMINI_SIGNATURE_PREFIX, arguments_object, dumps, is_gemini_signature
 from tiergate.formats.errors import FormatError, UpstreamStreamError
@@ -112,11 +113,12 @@ def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     if system:
         body["systemInstruction"] = {"parts": system}
 
-    declarations = [_render_tool(t) for t in req.tools]
+    tools = [t for t in req.tools if t.native is None]  # provider-defined tools: dropped
+    declarations = [_render_tool(t) for t in tools]
     mode = None
-    if req.tools and req.tool_choice is not None:
+    if tools and req.tool_choice is not None:
         mode = _render_tool_choice(req.tool_choice)
-    elif not req.tools and any(m.tool_calls for m in req.messages):
+    elif not tools and any(m.tool_calls for m in req.messages):
         # Declare the functions the history uses so it stays valid; forbid calling them.
         names = dict.fromkeys(c.name for m in req.messages for c in m.tool_calls)
         declarations = [{"name": n} for n in names]
@@ -172,6 +174,9 @@ def _render_contents(messages: list[Message]) -> list[dict[str, Any]]:
             responses = []
         if m.role == "assistant":
             _append(contents, "model", _model_parts(m))
+        elif m.role == "system":  # no system role inside contents: marked user text
+            if m.text():
+                _append(contents, "user", [{"text": folded_system_text(m)}])
         else:
             _append(contents, "user", _user_parts(m.content))
     if responses:

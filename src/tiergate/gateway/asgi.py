@@ -3,7 +3,7 @@
 A request's coroutine chain is resumed through every layer at every await
 (reading the body, waiting for the upstream). Starlette's router, its two
 exception middlewares and the per-route wrappers are about eight frames, and
-several closures and Request objects per request, spent routing three fixed
+several closures and Request objects per request, spent routing four fixed
 paths. `GatewayApp` sends POSTs to those paths to the pipeline directly;
 everything else (admin API, dashboard, metrics, models, lifespan) goes
 through Starlette as before. An unexpected error still becomes a 500 in the
@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from tiergate import metrics, tracing
 from tiergate.gateway.errors import GatewayError
-from tiergate.gateway.inbound import ANTHROPIC, OPENAI, InboundFormat
+from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES, InboundFormat
 from tiergate.gateway.pipeline import Gateway
 
 log = logging.getLogger("tiergate.app")
@@ -30,6 +30,7 @@ COMPLETION_PATHS: dict[str, InboundFormat] = {
     "/v1/chat/completions": OPENAI,
     "/chat/completions": OPENAI,
     "/v1/messages": ANTHROPIC,
+    "/v1/responses": RESPONSES,
 }
 
 

@@ -10,7 +10,7 @@ key disabling) is reported to the distributor on every attempt.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, TypeVar
 
@@ -45,19 +45,18 @@ class RetryPolicy:
     budget_seconds: float = 30.0
 
 
-async def _first_success(
-    models: list[str],
-    pin: ChannelPin | None,
+async def first_success(
+    targets: Iterable[Target],
     distributor: Distributor,
     policy: RetryPolicy,
     attempt: Callable[[Target], Awaitable[R]],
 ) -> tuple[R, Served]:
-    """Run `attempt` on each target in distributor order until one succeeds, within
+    """Run `attempt` on each target (in distributor order) until one succeeds, within
     the retry policy; report every outcome to the distributor's health."""
     start = time.monotonic()
     last: UpstreamError | None = None
     n = 0
-    for target in distributor.attempts(models, pin):
+    for target in targets:
         n += 1
         try:
             if tracing.tracer is None:
@@ -90,7 +89,7 @@ async def complete(
     async def attempt(target: Target) -> ChatResponse:
         return await providers[target.channel.config.type].complete(req, target)
 
-    return await _first_success(models, pin, distributor, policy, attempt)
+    return await first_success(distributor.attempts(models, pin), distributor, policy, attempt)
 
 
 async def open_stream(
@@ -114,7 +113,8 @@ async def open_stream(
         except StopAsyncIteration:
             raise UpstreamError("malformed", 200, "upstream stream was empty") from None
 
-    (first, rest), served = await _first_success(models, pin, distributor, policy, attempt)
+    targets = distributor.attempts(models, pin)
+    (first, rest), served = await first_success(targets, distributor, policy, attempt)
     return first, rest, served
 
 

@@ -106,6 +106,8 @@ class Gateway:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
+            if fmt.read_transport is not None:
+                fmt.read_transport(req, request)
             plan = await self.planner.plan(
                 req,
                 body,
@@ -167,6 +169,8 @@ class Gateway:
                 req = fmt.parse_request(body)
             except FormatError as err:
                 raise GatewayError(400, err.message, "invalid_request") from None
+            if fmt.read_transport is not None:
+                fmt.read_transport(req, request)
             plan = await self.planner.plan(
                 req, body, request.headers, workspace, "explain", lane_turn=turn is not None
             )
@@ -245,7 +249,7 @@ class Gateway:
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
             ctx.headers["x-orca-cost"] = f"{cost:.8f}"
-        body = ctx.fmt.render_response(resp, ctx.req.model)
+        body = ctx.fmt.render_response(resp, ctx.req)
         # metrics, usage row and log line once the reply is sent (same task, so a
         # graceful shutdown still waits for them; latency is measured as before)
         record = BackgroundTask(
@@ -279,7 +283,7 @@ class Gateway:
         served: dispatch.Served,
     ) -> AsyncIterator[bytes]:
         """Render upstream events in the client's dialect, byte for byte as they come."""
-        renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
+        renderer = ctx.fmt.renderer(ctx.req)
         acc = StreamAccumulator()
         observer = ToolCallObserver() if ctx.lane is not None else None
         lane_pending = ctx.lane is not None
@@ -307,10 +311,11 @@ class Gateway:
                 yield chunk
             if not acc.finished:
                 status = 502
-                yield ctx.fmt.stream_error(502, "Upstream stream ended without completing")
+                message = "Upstream stream ended without completing"
+                yield ctx.fmt.stream_error(renderer, 502, message)
         except UpstreamError as err:
             status = err.client_status()
-            yield ctx.fmt.stream_error(status, "Upstream stream was interrupted")
+            yield ctx.fmt.stream_error(renderer, status, "Upstream stream was interrupted")
         finally:
             # Runs on success, on upstream failure and on client disconnect
             # (cancellation): record usage, and commit state only on success.
@@ -427,7 +432,7 @@ class Gateway:
             status = err.client_status()
             if status < 500 and status not in (429,):
                 # the provider's own words on a client error, minus any key they quote
-                message = _without_keys(err.message, self.cfg)
+                message = without_keys(err.message, self.cfg)
             else:
                 message = "Upstream provider failed after retries"
             headers = dict(ctx.headers)
@@ -548,7 +553,7 @@ def _observe_refusal(
     )
 
 
-def _without_keys(message: str, cfg: GatewayConfig) -> str:
+def without_keys(message: str, cfg: GatewayConfig) -> str:
     """Some providers quote the key they refused in their error: never relay it."""
     for channel in cfg.channels:
         for key in channel.keys:

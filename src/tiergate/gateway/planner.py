@@ -210,9 +210,10 @@ class Planner:
             plan.decision = decision
             plan.tier = decision.serve_tier
             plan.tier_header = decision.header
-            tier_pool = set(pools.pool(decision.serve_tier))
-            narrowed = [c for c in candidates if c.name in tier_pool]
-            candidates = narrowed or candidates
+            # Strictly the tier's pool: a strong-tier model never serves as base.
+            candidates = strategies.tier_candidates(candidates, router, decision.serve_tier, pools)
+            if not candidates and decision.reason == "denied:share_cap":
+                raise strong_tier_denied(router.name)
 
         if router.strategy == "linucb":
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
@@ -230,7 +231,12 @@ class Planner:
                 plan.pins, ranked[0], self.distributor.views(ranked[0])
             )
         default = router.default_model
-        if default and default not in ranked and self.distributor.is_live(default):
+        if (
+            default
+            and default not in ranked
+            and self.distributor.is_live(default)
+            and (not esc_on or default in pools.pool(plan.tier))  # the tier binds it too
+        ):
             ranked.append(default)  # the safety net
         if not ranked:
             raise GatewayError(
@@ -312,6 +318,7 @@ class Planner:
         (no scope) are served base, get no header, and still count as router
         traffic for the share cap."""
         strong = set(pools.strong)
+        base = set(pools.base)
         inputs = EscalationInputs(
             router=router,
             scope=scope,
@@ -324,6 +331,7 @@ class Planner:
             workspace=workspace.id,
             workspace_cap_percent=workspace.share_cap_percent,
             strong_available=any(c.name in strong for c in candidates),
+            base_available=any(c.name in base for c in candidates),
         )
         return escalation.resolve_escalation(inputs, snap)
 
@@ -354,16 +362,14 @@ class Planner:
                 await self.bandits.remember(key, plan.router.name, target.model, plan.bandit_x)
 
     def served_tier(self, plan: RoutePlan, target: Target | None) -> str | None:
-        """The tier that actually served: the plan's, unless a fallback crossed
-        tiers. None for a concrete model (no router, no tiers)."""
+        """The tier that actually served: strong exactly when a strong-tier model
+        served, whatever path chose it. None for a concrete model (no router)."""
         if plan.router is None:
             return None
         if target is None or plan.decision is None:
             return plan.tier
-        pools = self.tier_pools[plan.router.name]
-        if target.model in pools.pool(plan.tier):
-            return plan.tier
-        return affinity.STRONG_TIER if target.model in pools.strong else affinity.BASE_TIER
+        strong = target.model in self.tier_pools[plan.router.name].strong
+        return affinity.STRONG_TIER if strong else affinity.BASE_TIER
 
     def _pin_writes(self, plan: RoutePlan, target: Target, served_tier: str) -> list[Write]:
         """Re-pin the session to what served it (refreshing TTLs); none when the
@@ -414,6 +420,18 @@ class Planner:
             metrics.observe_escalation_event(ev.router, ev.kind, ev.trigger, ev.header)
             if self.recorder is not None:
                 self.recorder.record("audit", audit_row(ev, plan))
+
+
+def strong_tier_denied(router: str) -> GatewayError:
+    """Only the strong tier could serve this request and the share cap forbids it:
+    an error the client can act on, never a silent strong serve."""
+    return GatewayError(
+        503,
+        f"Only strong-tier models of router '{router}' can serve this request, and the"
+        " router's escalated-share cap (escalation.share_cap_percent, or the workspace's"
+        " escalation_share_cap_percent) is reached",
+        "strong_tier_denied",
+    )
 
 
 def feedback_key(workspace_id: str, request_id: str) -> str:

@@ -106,7 +106,7 @@ def check_tool_limits(messages: Sequence[Message]) -> None:
 def request_facts(messages: Sequence[Message], scope: str) -> RequestFacts:
     last = _last_assistant(messages)
     return RequestFacts(
-        ends_with_user=bool(messages) and messages[-1].role == "user",
+        ends_with_user=_ends_with_user(messages),
         user_turns=sum(1 for m in messages if m.role == "user"),
         result_ids=frozenset(
             tool_id_hash(scope, m.tool_call_id)
@@ -119,6 +119,14 @@ def request_facts(messages: Sequence[Message], scope: str) -> RequestFacts:
             if m.role == "tool"
         ),
     )
+
+
+def _ends_with_user(messages: Sequence[Message]) -> bool:
+    """The last message is the user's, past any system message injected after it."""
+    for m in reversed(messages):
+        if m.role != "system":
+            return m.role == "user"
+    return False
 
 
 def _last_assistant(messages: Sequence[Message]) -> int:

@@ -52,35 +52,46 @@ class SessionTierSettings:
         disables the feature with the same single warning as a malformed
         environment value, instead of failing differently per source.
         """
-        mode_source, mode_value = _pick(env.get(ENV_MODE), ENV_MODE, mode, CONFIG_MODE)
-        ttl_source, ttl_value = _pick(env.get(ENV_TTL), ENV_TTL, ttl, CONFIG_TTL)
+        settings, warning = resolve_settings(env, mode, ttl)
+        if warning is not None:
+            log.warning("%s", warning)
+        return settings
 
-        malformed: list[str] = []
-        enabled = False
-        if mode_value is not None:
-            if isinstance(mode_value, str) and mode_value in MODES:
-                enabled = mode_value == "sticky"
-            else:
-                malformed.append(mode_source)
-        ttl_seconds = DEFAULT_TTL_SECONDS
-        if ttl_value is not None:
-            parsed = _parse_ttl(ttl_value)
-            if parsed is None:
-                malformed.append(ttl_source)
-            else:
-                ttl_seconds = parsed
 
-        if malformed:
-            # One warning, naming the settings only: never the offending value.
-            log.warning(
-                "session tiers disabled: malformed %s (mode must be off or sticky; "
-                "TTL must be ASCII digits, %d-%d seconds)",
-                " and ".join(malformed),
-                MIN_TTL_SECONDS,
-                MAX_TTL_SECONDS,
-            )
-            return cls(enabled=False, ttl_seconds=DEFAULT_TTL_SECONDS)
-        return cls(enabled=enabled, ttl_seconds=ttl_seconds)
+def resolve_settings(
+    env: Mapping[str, str], mode: object = None, ttl: object = None
+) -> tuple[SessionTierSettings, str | None]:
+    """The settings and the warning that disabled them, if any (pure).
+
+    `tiergate config check` prints the same warning `serve` logs, so the two
+    never disagree about whether session tiers will be on.
+    """
+    mode_source, mode_value = _pick(env.get(ENV_MODE), ENV_MODE, mode, CONFIG_MODE)
+    ttl_source, ttl_value = _pick(env.get(ENV_TTL), ENV_TTL, ttl, CONFIG_TTL)
+
+    malformed: list[str] = []
+    enabled = False
+    if mode_value is not None:
+        if isinstance(mode_value, str) and mode_value in MODES:
+            enabled = mode_value == "sticky"
+        else:
+            malformed.append(mode_source)
+    ttl_seconds = DEFAULT_TTL_SECONDS
+    if ttl_value is not None:
+        parsed = _parse_ttl(ttl_value)
+        if parsed is None:
+            malformed.append(ttl_source)
+        else:
+            ttl_seconds = parsed
+
+    if malformed:
+        # Names the settings only: never the offending value.
+        warning = (
+            f"session tiers disabled: malformed {' and '.join(malformed)} (mode must be off"
+            f" or sticky; TTL must be ASCII digits, {MIN_TTL_SECONDS}-{MAX_TTL_SECONDS} seconds)"
+        )
+        return SessionTierSettings(enabled=False, ttl_seconds=DEFAULT_TTL_SECONDS), warning
+    return SessionTierSettings(enabled=enabled, ttl_seconds=ttl_seconds), None
 
 
 def _pick(

@@ -82,6 +82,12 @@ class OpenAIProvider:
         except Exception as err:  # noqa: BLE001 - any parse failure is a malformed upstream
             raise _malformed(err) from None
 
+    async def embed(self, body: dict[str, Any], t: Target) -> dict[str, Any]:
+        """POST /embeddings with the client's body, for the channel's model name."""
+        url = f"{t.channel.config.resolved_base_url()}/embeddings"
+        headers = {"authorization": f"Bearer {t.api_key}", "content-type": "application/json"}
+        return await self.http.post_json(url, {**body, "model": t.upstream_model}, headers)
+
     async def stream(self, req: ChatRequest, target: Target) -> AsyncIterator[StreamEvent]:
         url, body, headers = self._call(req, target)
         chunks = await self.http.post_stream(url, body, headers)
@@ -99,11 +105,16 @@ class AnthropicProvider:
     def _call(self, req: ChatRequest, t: Target) -> tuple[str, dict[str, Any], dict[str, str]]:
         body = anthropic_fmt.render_request(req, t.upstream_model)
         url = f"{t.channel.config.resolved_base_url()}/v1/messages"
+        if req.beta_query:
+            url += "?beta=true"
         headers = {
             "x-api-key": t.api_key,
             "anthropic-version": ANTHROPIC_VERSION,
             "content-type": "application/json",
         }
+        betas = anthropic_fmt.upstream_betas(req)
+        if betas:  # the client's betas, for the fields of its body they enable
+            headers["anthropic-beta"] = ",".join(betas)
         return url, body, headers
 
     async def complete(self, req: ChatRequest, target: Target) -> ChatResponse:

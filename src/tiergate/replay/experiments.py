@@ -56,6 +56,7 @@ PREVALENCE_POLICIES = (
     "always-cheap-affinity",
     "always-frontier",
     "always-frontier-affinity",
+    "escalation",
     "escalation-uncapped",
 )
 MARGIN_TARGET = 0.1
@@ -83,7 +84,8 @@ class Replayer:
 
 
 async def main_replay(rp: Replayer) -> dict[str, Any]:
-    run = await rp.run(ENGINE_UNCAPPED)
+    """Outcomes by archetype for the engine as shipped, share caps included."""
+    run = await rp.run(STANDARD_POLICIES["escalation"])
     rows = outcomes(run)
     by_archetype = {}
     for a in sorted({o.archetype for o in rows}, key=archetype_rank):
@@ -288,8 +290,10 @@ def _length_drift(facts: CorpusFacts) -> dict[str, list[float]]:
 ADVERSARIAL = Policy("adversarial-explicit-strong", force_headers={"x-orcarouter-tier": "strong"})
 
 
-async def adversarial(rp: Replayer) -> dict[str, Any]:
-    run = await rp.run(ADVERSARIAL)
+async def adversarial(rp: Replayer, policy: Policy = ADVERSARIAL) -> dict[str, Any]:
+    """Every request asks for strong: how closely the share cap holds the line.
+    `policy` swaps the router (e.g. the spend basis) for the same attack."""
+    run = await rp.run(policy)
     esc = run.policy.engine_router().escalation
     served = [r for r in run.records if r.tier is not None]
     basis_share = [
@@ -357,9 +361,16 @@ def prevalence(rp: Replayer) -> dict[str, Any]:
             ((1 - p) * es + p * hs) / ((1 - p) * ec + p * hc) if ec or hc else 0.0
             for p in PREVALENCES
         ]
+        ht, et = _mean(hard, "turns"), _mean(easy, "turns")
+        hst, est = _mean(hard, "strong_turns"), _mean(easy, "strong_turns")
+        request_share = [
+            ((1 - p) * est + p * hst) / ((1 - p) * et + p * ht) if et or ht else 0.0
+            for p in PREVALENCES
+        ]
         out["policies"][name] = {
             "cost_per_1k_sessions": [round(c, 3) for c in curve],
             "strong_spend_share": [round(s, 4) for s in share],
+            "strong_request_share": [round(s, 4) for s in request_share],
         }
     return out
 

@@ -58,7 +58,7 @@ def replay_router(**escalation: object) -> RouterConfig:
     """The router the replay drives: cheap pair as base tier, frontier pair as strong.
 
     Every escalation setting is the config default (mode auto, delta_t2 0.55,
-    share cap 20 % on spend, strike threshold 2, ...) unless overridden.
+    share cap 20 % of requests, strike threshold 2, ...) unless overridden.
     """
     esc = {"mode": "auto", **escalation}
     return RouterConfig(

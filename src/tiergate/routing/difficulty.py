@@ -284,6 +284,8 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
     tally = Tally()
     has_tools = bool(req.tools)
     for m in latest_turn(req):
+        if m.role == "system":
+            continue  # an instruction the client injected, not the user's ask
         tally.add(m.text())
         if m.role == "tool":
             has_tools = True

@@ -137,8 +137,8 @@ class EscalationInputs:
     no session could be identified. `request_id` is the turn's idempotency id:
     a client-supplied key, else `strikes.turn_id(req)`, so retries dedupe.
     `delta_score` comes from the difficulty scorer (None if not computed).
-    `strong_available` is False when no strong-tier model can serve this
-    request (capabilities, health).
+    `strong_available` / `base_available` are False when no model of that tier
+    can serve this request (capabilities, health).
     """
 
     router: RouterConfig
@@ -152,6 +152,7 @@ class EscalationInputs:
     workspace: str | None = None
     workspace_cap_percent: float | None = None
     strong_available: bool = True
+    base_available: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,8 +329,21 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
     threshold, source = delta_threshold(router, snap.scores)
     score = inp.delta_score if _percentile_on(esc) else None
     traffic = CountTraffic(score=score)
+    share_capped = _share_capped(inp, snap)
     if inp.scope is None:  # unidentifiable session: counted as router traffic, never tiered
-        return _inactive(router, (traffic,))
+        if inp.base_available or not inp.strong_available:
+            return _inactive(router, (traffic,))
+        # only the strong tier can serve it: a strong serve, counted and capped as one
+        return EscalationDecision(
+            applies=False,
+            serve_tier="base" if share_capped else "strong",
+            reason="denied:share_cap" if share_capped else "base_unavailable",
+            trigger="base_unavailable",
+            share_capped=share_capped,
+            intents=(traffic,),
+            router_name=router.name,
+            config=esc,
+        )
 
     state = snap.state or TierState()
     turn = short_turn_id(inp.request_id)
@@ -344,14 +358,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
 
     tier_ask = _header_value(inp.tier_header)
     once = _header_value(inp.escalate_header) == "once"
-    share_capped = share_exceeded(
-        snap.router_share, esc.share_cap_percent, esc.share_cap_basis, esc.share_warmup_requests
-    )
     ws_share = snap.workspace_share
-    if inp.workspace_cap_percent is not None and ws_share is not None:
-        share_capped = share_capped or share_exceeded(
-            ws_share, inp.workspace_cap_percent, esc.share_cap_basis, esc.share_warmup_requests
-        )
     canary = in_canary(inp.scope, esc.rollout_percent)
 
     intents: list[Intent] = [
@@ -433,15 +440,30 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
                 intents.append(Escalate(wanted, state.epoch))
                 audit("escalated", wanted, "strong", would)
 
+    def deny_share(why: str) -> None:
+        """The share cap refuses this strong serve: one denied_cap event per request."""
+        nonlocal reason, trigger
+        reason, trigger = "denied:share_cap", why
+        if not any(e.kind == "denied_cap" for e in events):
+            audit("denied_cap", why, session_tier, "base; reason=denied:share_cap")
+
     if once and serve == "base" and reason != "denied:share_cap" and reason != "de_escalated":
         if share_capped:
-            reason, trigger = "denied:share_cap", "once"
-            audit("denied_cap", "once", session_tier, "base; reason=denied:share_cap")
+            deny_share("once")
         else:
             serve, reason, trigger = "strong", "once", "once"
 
     if serve == "strong" and not inp.strong_available:
         serve, reason = "base", "strong_unavailable"
+    elif serve == "base" and not inp.base_available and inp.strong_available:
+        # Nothing in base can serve (capabilities, health): the strong tier serves
+        # this one request, counted as strong and bound by the share cap like a
+        # once boost (it does not ratchet, so the per-session cap does not apply).
+        if share_capped:
+            if reason != "denied:share_cap":
+                deny_share("base_unavailable")
+        else:
+            serve, reason, trigger = "strong", "base_unavailable", "base_unavailable"
 
     header = serve if reason is None else f"{serve}; reason={reason}"
     return EscalationDecision(
@@ -466,6 +488,17 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         state_raw=snap.state_raw,
         config=esc,
     )
+
+
+def _share_capped(inp: EscalationInputs, snap: EscalationSnapshot) -> bool:
+    """Is the router's, or the workspace's, escalated share over its cap?"""
+    esc = inp.router.escalation
+    basis, warmup = esc.share_cap_basis, esc.share_warmup_requests
+    if share_exceeded(snap.router_share, esc.share_cap_percent, basis, warmup):
+        return True
+    ws = snap.workspace_share
+    cap = inp.workspace_cap_percent
+    return cap is not None and ws is not None and share_exceeded(ws, cap, basis, warmup)
 
 
 def _deescalation_due(inp: EscalationInputs, state: TierState, strike_now: bool) -> bool:

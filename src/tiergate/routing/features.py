@@ -91,7 +91,8 @@ def agent_state(req: ChatRequest) -> AgentState:
     for m in req.messages:
         if m.role == "user" and previous_role != "user":
             turns += 1
-        previous_role = m.role
+        if m.role != "system":  # an injected instruction does not split a user turn
+            previous_role = m.role
         for call in m.tool_calls:
             calls += 1
             tools.add(call.name)

@@ -3,9 +3,11 @@
 A session is pinned to a model *within a tier* (report §4). The strong tier is
 the router's escalation pool (`escalation.pool`, defaulting to `strong_pool`);
 the base tier is the router's allowed models minus the strong tier, so a model
-listed in both belongs to the strong tier. One exception keeps gated_adaptive
-working: with an empty `escalation.pool` its base tier keeps the full allowed
-set, so its weak/mid/strong difficulty banding operates exactly as before.
+listed in both belongs to the strong tier ("The base tier is AllowedModels \\
+strong-tier pool"). There is no exception: a strong-tier model is served only
+through the strong tier, where the caps bind it. gated_adaptive's banding runs
+inside the base tier, so with the strong pool reserved its strong band lands
+on the mid pool (report §4).
 
 Everything here is pure and runs once per config load (and in tests); the
 request path receives ready `TierPools`.
@@ -84,11 +86,8 @@ def resolve_tier_pools(router: RouterConfig, exposed: Sequence[str]) -> TierPool
     esc_refs = router.escalation.pool or router.strong_pool
     strong = expand_model_refs(router, esc_refs, exposed)
     allowed = expand_model_refs(router, router.allowed_models, exposed)
-    if router.strategy == "gated_adaptive" and not router.escalation.pool:
-        base = allowed
-    else:
-        strong_set = set(strong)
-        base = [m for m in allowed if m not in strong_set]
+    strong_set = set(strong)
+    base = [m for m in allowed if m not in strong_set]
     return TierPools(base=tuple(base), strong=tuple(strong))
 
 

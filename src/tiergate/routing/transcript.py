@@ -74,7 +74,8 @@ class TranscriptSummary:
         self.chars += message_chars(m)
         if m.role == "user" and self.last_role != "user":
             self.user_turns += 1
-        self.last_role = m.role
+        if m.role != "system":  # as features.agent_state: it does not split a user turn
+            self.last_role = m.role
         if m.role == "tool":
             self.tool_messages = True
         for call in m.tool_calls:

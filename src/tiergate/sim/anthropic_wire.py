@@ -34,6 +34,7 @@ from tiergate.sim.wire import (
 )
 
 MAX_BREAKPOINTS = 4
+MID_CONVERSATION_SYSTEM = "mid-conversation-system-"
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -95,7 +96,8 @@ class AnthropicWire:
 
         tools, blocks = _parse_tools(body.get("tools"))
         _add_system(blocks, body.get("system"))
-        _add_messages(blocks, messages)
+        betas = ",".join(request.headers.getlist("anthropic-beta"))
+        _add_messages(blocks, messages, system_role=MID_CONVERSATION_SYSTEM in betas)
         found = sum(1 for b in blocks if b.cache_ttl)
         if found > MAX_BREAKPOINTS:
             raise _bad(
@@ -309,13 +311,27 @@ def _add_system(blocks: list[PromptBlock], system: Any) -> None:
         blocks.append(PromptBlock(str(block.get("text", "")), cache_ttl=_ttl(block)))
 
 
-def _add_messages(blocks: list[PromptBlock], messages: list[Any]) -> None:
-    """Append each message's blocks, validating them as the Messages API does."""
+def _add_messages(blocks: list[PromptBlock], messages: list[Any], system_role: bool) -> None:
+    """Append each message's blocks, validating them as the Messages API does.
+
+    `system_role`: the request carries the mid-conversation-system beta, which
+    allows `role: "system"` anywhere but first.
+    """
     open_ids: list[str] = []
     for i, message in enumerate(messages):
         if not isinstance(message, dict):
             raise _bad(f"messages.{i}: Input should be a valid dictionary")
         role = message.get("role")
+        if role == "system" and system_role and i > 0:
+            blocks.append(PromptBlock("<|system|>\n", marker=True))
+            content = message.get("content")
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            if content is None and isinstance(message.get("output_config"), dict):
+                parts = []  # a per-turn output_config alone
+            elif not isinstance(parts, list) or not parts:
+                raise _bad(f"messages.{i}: a system message needs content or output_config")
+            blocks.extend(_content_block(p) for p in parts if isinstance(p, dict))
+            continue  # tool_use ids stay open for the next user message
         if role not in ("user", "assistant"):
             raise _bad(
                 f"messages.{i}.role: Input should be 'user' or 'assistant'; got \"{role}\". "

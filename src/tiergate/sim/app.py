@@ -1,6 +1,7 @@
 """The provider simulator as one ASGI app: every provider format on one port.
 
   POST /v1/chat/completions                      OpenAI (and DeepSeek models)
+  POST /v1/embeddings                            OpenAI embeddings (embeddings.py)
   GET  /v1/models                                OpenAI list (Anthropic list with x-api-key)
   POST /v1/messages, /v1/messages/count_tokens   Anthropic
   POST /v1beta/models/{model}:generateContent    Gemini
@@ -24,6 +25,7 @@ from starlette.routing import Route
 
 from tiergate.sim.anthropic_wire import AnthropicWire
 from tiergate.sim.control import control_routes
+from tiergate.sim.embeddings import EMBEDDING_MODELS, serve_embeddings
 from tiergate.sim.gemini_wire import GeminiWire
 from tiergate.sim.handler import MISSING_KEY, error_response, read_call, serve
 from tiergate.sim.openai_wire import OpenAIWire
@@ -67,6 +69,9 @@ def create_sim_app(settings: SimSettings | None = None) -> Starlette:
 
     async def chat_completions(request: Request) -> Response:
         return await serve(state, openai_wire, request)
+
+    async def embeddings(request: Request) -> Response:
+        return await serve_embeddings(state, openai_wire, request)
 
     async def messages(request: Request) -> Response:
         return await serve(state, anthropic_wire, request)
@@ -120,7 +125,7 @@ def create_sim_app(settings: SimSettings | None = None) -> Starlette:
                 "object": "list",
                 "data": [
                     {"id": m, "object": "model", "created": CREATED, "owned_by": "tiergate-sim"}
-                    for m in OPENAI_MODELS
+                    for m in (*OPENAI_MODELS, *EMBEDDING_MODELS)
                 ],
             }
         )
@@ -144,6 +149,8 @@ def create_sim_app(settings: SimSettings | None = None) -> Starlette:
     routes = [
         Route("/v1/chat/completions", chat_completions, methods=["POST"]),
         Route("/chat/completions", chat_completions, methods=["POST"]),
+        Route("/v1/embeddings", embeddings, methods=["POST"]),
+        Route("/embeddings", embeddings, methods=["POST"]),
         Route("/v1/models", models, methods=["GET"]),
         Route("/models", models, methods=["GET"]),
         Route("/v1/messages", messages, methods=["POST"]),

@@ -11,7 +11,14 @@ Usage: Anthropic's `input_tokens` excludes cache reads and writes, the neutral
 subtracts them.
 """
 
-from tiergate.formats.anthropic.request import DEFAULT_MAX_TOKENS, parse_request, render_request
+from tiergate.formats.anthropic.request import (
+    DEFAULT_MAX_TOKENS,
+    parse_betas,
+    parse_count_request,
+    parse_request,
+    render_request,
+    upstream_betas,
+)
 from tiergate.formats.anthropic.response import (
     parse_response,
     parse_usage,
@@ -27,6 +34,8 @@ __all__ = [
     "StreamParser",
     "StreamRenderer",
     "UpstreamStreamError",
+    "parse_betas",
+    "parse_count_request",
     "parse_request",
     "parse_response",
     "parse_usage",
@@ -34,4 +43,5 @@ __all__ = [
     "render_response",
     "render_usage",
     "tool_use_id",
+    "upstream_betas",
 ]

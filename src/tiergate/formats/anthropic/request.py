@@ -9,10 +9,12 @@ from tiergate.core.model import (
     ImagePart,
     Message,
     Part,
+    RawBlock,
     TextPart,
     ThinkingPart,
     ToolCall,
     ToolSpec,
+    folded_system_text,
 )
 from tiergate.formats import (
     arguments_object,
@@ -34,6 +36,10 @@ DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients often
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
 DEFAULT_THINKING_BUDGET = 2048
 EPHEMERAL = {"type": "ephemeral"}
+# The beta that lets `role: "system"` messages sit inside `messages`.
+MID_CONVERSATION_SYSTEM_BETA = "mid-conversation-system-"
+# Betas about the client's own credential: tiergate calls upstream with its key.
+_CLIENT_AUTH_BETAS = ("oauth-",)
 
 _THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _NAMED = frozenset(
@@ -67,9 +73,13 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     raw_messages = expect_list(body.get("messages"), "messages")
     if not raw_messages:
         raise FormatError("at least one message is required", "messages")
+    system = _parse_system(body.get("system"))
     messages: list[Message] = []
     for i, raw in enumerate(raw_messages):
-        _parse_message(raw, f"messages[{i}]", messages)
+        _parse_message(raw, f"messages[{i}]", system, messages)
+    if not messages:
+        raise FormatError("at least one user or assistant message is required", "messages")
+    _apply_clear_at(messages)
     tools_raw = body.get("tools")
     tools = (
         [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
@@ -89,7 +99,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     return ChatRequest(
         model=model,
         messages=messages,
-        system=_parse_system(body.get("system")),
+        system=system,
         tools=tools,
         tool_choice=tool_choice,
         parallel_tool_calls=parallel,
@@ -100,9 +110,41 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         stop=stop,
         metadata=opt_dict(body.get("metadata"), "metadata") or {},
         thinking=opt_dict(body.get("thinking"), "thinking"),
+        response_format=_output_format(body.get("output_config")),
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="anthropic",
     )
+
+
+def parse_count_request(body: dict[str, Any]) -> ChatRequest:
+    """A count_tokens body (a Messages body without `max_tokens`) as a neutral request."""
+    body = expect_dict(body, "body")
+    if body.get("max_tokens") is None:
+        body = {**body, "max_tokens": DEFAULT_MAX_TOKENS}
+    return parse_request(body)
+
+
+def parse_betas(values: list[str]) -> tuple[str, ...]:
+    """The `anthropic-beta` header values (comma-separated, maybe repeated), in order."""
+    names = (b.strip() for v in values for b in v.split(","))
+    return tuple(dict.fromkeys(b for b in names if b))
+
+
+def upstream_betas(req: ChatRequest) -> list[str]:
+    """The client's `anthropic-beta` values an Anthropic upstream receives."""
+    return [b for b in req.betas if not b.startswith(_CLIENT_AUTH_BETAS)]
+
+
+def _output_format(raw: Any) -> dict[str, Any] | None:
+    """`output_config.format` (structured outputs) as the neutral response_format,
+    so upstreams of other formats still constrain the answer. `output_config`
+    itself stays in `extra` and reaches Anthropic upstreams verbatim."""
+    config = opt_dict(raw, "output_config")
+    fmt = opt_dict((config or {}).get("format"), "output_config.format")
+    if fmt is None or fmt.get("type") != "json_schema":
+        return None
+    schema = opt_dict(fmt.get("schema"), "output_config.format.schema") or {}
+    return {"type": "json_schema", "json_schema": {"name": "output", "schema": schema}}
 
 
 def _parse_system(raw: Any) -> list[TextPart]:
@@ -132,9 +174,20 @@ def _blocks(content: Any, path: str) -> list[Any]:
     return expect_list(content, path)
 
 
-def _parse_message(raw: Any, path: str, out: list[Message]) -> None:
+def _block_kind(b: dict[str, Any], path: str) -> str:
+    return expect_str(b.get("type"), f"{path}.type")
+
+
+def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Message]) -> None:
     m = expect_dict(raw, path)
     role = m.get("role")
+    if role == "system":
+        instruction = _parse_system_message(m, path)
+        if out:
+            out.append(Message("system", instruction, raw=m))
+        else:  # before the conversation starts it is the system prompt
+            system.extend(p for p in instruction if isinstance(p, TextPart) and p.text)
+        return
     blocks = _blocks(m.get("content"), f"{path}.content")
     if role == "user":
         results: list[Message] = []
@@ -142,15 +195,15 @@ def _parse_message(raw: Any, path: str, out: list[Message]) -> None:
         for j, block in enumerate(blocks):
             bpath = f"{path}.content[{j}]"
             b = expect_dict(block, bpath)
-            kind = b.get("type")
+            kind = _block_kind(b, bpath)
             if kind == "tool_result":
                 results.append(_parse_tool_result(b, bpath))
             elif kind == "text":
                 parts.append(_text(b, bpath))
             elif kind == "image":
                 parts.append(_parse_image(b, bpath))
-            else:
-                raise FormatError(f"unsupported content block {kind!r}", f"{bpath}.type")
+            else:  # a document, a search result, a newer block: kept verbatim
+                parts.append(RawBlock(b))
         # Tool results answer the previous assistant turn, so they come first.
         out.extend(results)
         if parts or not results:
@@ -161,13 +214,42 @@ def _parse_message(raw: Any, path: str, out: list[Message]) -> None:
         raise FormatError(f"unsupported role {role!r}", f"{path}.role")
 
 
+def _apply_clear_at(messages: list[Message]) -> None:
+    """A system message with `clear_at: "next_user_message"` is shown to the model
+    only until a later user message exists; upstreams that cannot be told so get
+    it emptied (Anthropic upstreams still receive it as sent, in `raw`)."""
+    later_user = False
+    for m in reversed(messages):
+        if m.role in ("user", "tool"):  # a tool_result message is a user message
+            later_user = True
+        elif later_user and m.raw is not None and m.raw.get("clear_at") == "next_user_message":
+            m.content = []
+
+
+def _parse_system_message(m: dict[str, Any], path: str) -> list[Part]:
+    """A mid-conversation system message's content. It may have none when it only
+    carries a per-turn `output_config`."""
+    content = m.get("content")
+    if content is None and opt_dict(m.get("output_config"), f"{path}.output_config"):
+        return []
+    parts: list[Part] = []
+    for j, block in enumerate(_blocks(content, f"{path}.content")):
+        bpath = f"{path}.content[{j}]"
+        b = expect_dict(block, bpath)
+        if _block_kind(b, bpath) == "text":
+            parts.append(_text(b, bpath))
+        else:  # e.g. tool_addition / tool_removal (mid-conversation tool changes)
+            parts.append(RawBlock(b))
+    return parts
+
+
 def _parse_assistant(blocks: list[Any], path: str) -> Message:
     parts: list[Part] = []
     calls: list[ToolCall] = []
     for j, block in enumerate(blocks):
         bpath = f"{path}.content[{j}]"
         b = expect_dict(block, bpath)
-        kind = b.get("type")
+        kind = _block_kind(b, bpath)
         if kind == "text":
             parts.append(_text(b, bpath))
         elif kind == "thinking":
@@ -188,8 +270,8 @@ def _parse_assistant(blocks: list[Any], path: str) -> Message:
                     arguments=dumps(expect_dict(b.get("input", {}), f"{bpath}.input")),
                 )
             )
-        else:
-            raise FormatError(f"unsupported content block {kind!r}", f"{bpath}.type")
+        else:  # server tool use and its results, newer blocks: kept verbatim
+            parts.append(RawBlock(b))
     return Message("assistant", parts, tool_calls=calls)
 
 
@@ -201,12 +283,13 @@ def _parse_tool_result(b: dict[str, Any], path: str) -> Message:
         for k, block in enumerate(_blocks(content, f"{path}.content")):
             ipath = f"{path}.content[{k}]"
             inner = expect_dict(block, ipath)
-            if inner.get("type") == "text":
+            kind = _block_kind(inner, ipath)
+            if kind == "text":
                 parts.append(_text(inner, ipath))
-            elif inner.get("type") == "image":
+            elif kind == "image":
                 parts.append(_parse_image(inner, ipath))
-            else:
-                raise FormatError(f"unsupported block {inner.get('type')!r}", f"{ipath}.type")
+            else:  # a document, a search result, a tool reference: kept verbatim
+                parts.append(RawBlock(inner))
     cache = opt_dict(b.get("cache_control"), f"{path}.cache_control")
     if cache is not None:
         # The breakpoint sits at the end of the result; its last text part carries it.
@@ -218,9 +301,10 @@ def _parse_tool_result(b: dict[str, Any], path: str) -> Message:
     return Message("tool", parts, tool_call_id=call_id, is_error=bool(is_error))
 
 
-def _parse_image(b: dict[str, Any], path: str) -> ImagePart:
+def _parse_image(b: dict[str, Any], path: str) -> ImagePart | RawBlock:
+    """base64 and URL images convert; other sources (a Files API id) stay verbatim."""
     src = expect_dict(b.get("source"), f"{path}.source")
-    kind = src.get("type")
+    kind = expect_str(src.get("type"), f"{path}.source.type")
     if kind == "base64":
         return ImagePart(
             data=expect_str(src.get("data"), f"{path}.source.data"),
@@ -228,13 +312,15 @@ def _parse_image(b: dict[str, Any], path: str) -> ImagePart:
         )
     if kind == "url":
         return ImagePart(url=expect_str(src.get("url"), f"{path}.source.url"))
-    raise FormatError(f"unsupported image source {kind!r}", f"{path}.source.type")
+    return RawBlock(b)
 
 
 def _parse_tool(raw: Any, path: str) -> ToolSpec:
     t = expect_dict(raw, path)
-    if t.get("type") not in (None, "custom"):
-        raise FormatError(f"server tool {t.get('type')!r} is not supported", f"{path}.type")
+    kind = opt_str(t.get("type"), f"{path}.type")
+    if kind not in (None, "custom"):
+        # A server or client tool Anthropic defines (web_search_*, bash_*, ...).
+        return ToolSpec(name=expect_str(t.get("name"), f"{path}.name"), native=t)
     return ToolSpec(
         name=expect_str(t.get("name"), f"{path}.name"),
         description=opt_str(t.get("description"), f"{path}.description") or "",
@@ -270,14 +356,16 @@ def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
     max_tokens = req.max_tokens or DEFAULT_MAX_TOKENS
     body: dict[str, Any] = {"model": upstream_model, "max_tokens": max_tokens}
     system = [_text_block(p) for p in req.system if p.text]
-    messages = _render_messages(req.messages)
+    same_format = req.source_format == "anthropic"
+    in_place = same_format and any(b.startswith(MID_CONVERSATION_SYSTEM_BETA) for b in req.betas)
+    messages = _render_messages(req.messages, same_format, in_place)
     if req.source_format != "anthropic" and not _has_cache_control(req):
         _add_cache_breakpoints(system, messages)
     if system:
         body["system"] = system
     body["messages"] = messages
 
-    tools = [_render_tool(t) for t in req.tools]
+    tools = [_render_tool(t) for t in req.tools if t.native is None or same_format]
     choice = _render_tool_choice(req.tool_choice) if tools else None
     if not tools and any(m.tool_calls for m in req.messages):
         # Anthropic refuses tool_use history without tool definitions: declare
@@ -292,7 +380,7 @@ def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
         if choice is not None:
             body["tool_choice"] = choice
 
-    thinking = _render_thinking(req.thinking, max_tokens, messages)
+    thinking = _render_thinking(req.thinking, max_tokens, messages, same_format)
     if thinking is not None:
         body["thinking"] = thinking
     if thinking is None or thinking.get("type") == "disabled":
@@ -331,31 +419,63 @@ def _image_block(p: ImagePart) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
-def _render_messages(messages: list[Message]) -> list[dict[str, Any]]:
-    """Consecutive tool results, and the user text after them, become one user message."""
+def _render_messages(
+    messages: list[Message], raw: bool, system_in_place: bool
+) -> list[dict[str, Any]]:
+    """Consecutive tool results, and the user text after them, become one user message.
+
+    `raw`: the client spoke this format, so its verbatim blocks go back as sent.
+    A system message stays in place when the client sent it with the
+    mid-conversation-system beta. Otherwise (earlier models have no system role
+    in `messages`) it is folded, marked, into the next user message, after its
+    tool results, or into the previous one when no user message follows.
+    """
     out: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []
+    folded: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            results.append(_tool_result_block(m))
+            results.append(_tool_result_block(m, raw))
         elif m.role == "user":
-            blocks = results + _user_blocks(m.content)
-            results = []
+            blocks = results + folded + _user_blocks(m.content, raw)
+            results, folded = [], []
             if blocks:
                 out.append({"role": "user", "content": blocks})
+        elif m.role == "system" and system_in_place:
+            _flush_user(out, results, folded)
+            results = []
+            if raw and m.raw is not None:
+                out.append(m.raw)  # as sent: clear_at and output_config included
+            else:
+                blocks = _user_blocks(m.content, raw)
+                if blocks:
+                    out.append({"role": "system", "content": blocks})
+        elif m.role == "system":
+            if m.text():
+                folded.append({"type": "text", "text": folded_system_text(m)})
         else:
-            if results:
-                out.append({"role": "user", "content": results})
-                results = []
-            blocks = _assistant_blocks(m)
+            _flush_user(out, results, folded)
+            results, folded = [], []
+            blocks = _assistant_blocks(m, raw)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
-    if results:
-        out.append({"role": "user", "content": results})
+    _flush_user(out, results, folded)
     return out
 
 
-def _user_blocks(parts: list[Part]) -> list[dict[str, Any]]:
+def _flush_user(
+    out: list[dict[str, Any]], results: list[dict[str, Any]], folded: list[dict[str, Any]]
+) -> None:
+    """Emit pending tool results (and folded system text) before a non-user message."""
+    if results:
+        out.append({"role": "user", "content": results + folded})
+    elif folded and out and out[-1]["role"] == "user":
+        out[-1]["content"].extend(folded)
+    elif folded:
+        out.append({"role": "user", "content": list(folded)})
+
+
+def _user_blocks(parts: list[Part], raw: bool) -> list[dict[str, Any]]:
     blocks = []
     for p in parts:
         if isinstance(p, TextPart):
@@ -363,10 +483,12 @@ def _user_blocks(parts: list[Part]) -> list[dict[str, Any]]:
                 blocks.append(_text_block(p))
         elif isinstance(p, ImagePart):
             blocks.append(_image_block(p))
+        elif isinstance(p, RawBlock) and raw and p.source == "anthropic":
+            blocks.append(p.block)
     return blocks
 
 
-def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
+def _assistant_blocks(m: Message, raw: bool) -> list[dict[str, Any]]:
     blocks: list[dict[str, Any]] = []
     for p in m.content:
         if isinstance(p, ThinkingPart):
@@ -377,6 +499,8 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
                 blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
         elif isinstance(p, TextPart) and p.text:
             blocks.append(_text_block(p))
+        elif isinstance(p, RawBlock) and raw and p.source == "anthropic":
+            blocks.append(p.block)
     for c in m.tool_calls:
         blocks.append(
             {
@@ -389,7 +513,7 @@ def _assistant_blocks(m: Message) -> list[dict[str, Any]]:
     return blocks
 
 
-def _tool_result_block(m: Message) -> dict[str, Any]:
+def _tool_result_block(m: Message, raw: bool) -> dict[str, Any]:
     block: dict[str, Any] = {
         "type": "tool_result",
         "tool_use_id": safe_tool_id(m.tool_call_id or ""),
@@ -402,21 +526,32 @@ def _tool_result_block(m: Message) -> dict[str, Any]:
         ),
         None,
     )
-    parts = [p for p in m.content if not isinstance(p, TextPart) or p.text]
+    parts = [
+        p
+        for p in m.content
+        if (isinstance(p, TextPart) and p.text)
+        or isinstance(p, ImagePart)
+        or (isinstance(p, RawBlock) and raw and p.source == "anthropic")
+    ]
     first = parts[0] if len(parts) == 1 else None
     if isinstance(first, TextPart):
         block["content"] = first.text
     elif parts:
-        block["content"] = [
-            {"type": "text", "text": p.text} if isinstance(p, TextPart) else _image_block(p)
-            for p in parts
-            if isinstance(p, TextPart | ImagePart)
-        ]
+        block["content"] = [_result_part(p) for p in parts]
     if m.is_error:
         block["is_error"] = True
     if cache is not None:
         block["cache_control"] = cache
     return block
+
+
+def _result_part(p: Part) -> dict[str, Any]:
+    if isinstance(p, TextPart):
+        return {"type": "text", "text": p.text}
+    if isinstance(p, ImagePart):
+        return _image_block(p)
+    assert isinstance(p, RawBlock)
+    return p.block
 
 
 def _has_cache_control(req: ChatRequest) -> bool:
@@ -445,6 +580,8 @@ def _add_cache_breakpoints(system: list[dict[str, Any]], messages: list[dict[str
 
 
 def _render_tool(t: ToolSpec) -> dict[str, Any]:
+    if t.native is not None:
+        return t.native
     tool: dict[str, Any] = {
         "name": t.name,
         "input_schema": t.parameters or {"type": "object", "properties": {}},
@@ -465,14 +602,19 @@ def _render_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] |
 
 
 def _render_thinking(
-    thinking: dict[str, Any] | None, max_tokens: int, messages: list[dict[str, Any]]
+    thinking: dict[str, Any] | None,
+    max_tokens: int,
+    messages: list[dict[str, Any]],
+    same_format: bool,
 ) -> dict[str, Any] | None:
+    """The thinking config for the upstream. An Anthropic client's adaptive config
+    keeps its options (display, ...) and a newer type goes as sent."""
     if not thinking:
         return None
     kind = thinking.get("type")
     if kind == "disabled":
         return {"type": "disabled"}
-    if kind not in ("enabled", "adaptive"):
+    if kind not in ("enabled", "adaptive") and not (same_format and isinstance(kind, str)):
         return None
     # Mid tool loop, Anthropic demands the last assistant turn open with a signed
     # thinking block; a turn served by another provider has none, so think next turn.
@@ -484,7 +626,9 @@ def _render_thinking(
     ):
         return None
     if kind == "adaptive":
-        return {"type": "adaptive"}
+        return dict(thinking) if same_format else {"type": "adaptive"}
+    if kind != "enabled":
+        return dict(thinking)
     budget = thinking.get("budget_tokens")
     budget = budget if isinstance(budget, int) else DEFAULT_THINKING_BUDGET
     if max_tokens <= MIN_THINKING_BUDGET:

@@ -9,6 +9,7 @@ from tiergate.core.model import (
     ChatResponse,
     FinishReason,
     Part,
+    RawBlock,
     TextPart,
     ThinkingPart,
     ToolCall,
@@ -75,6 +76,8 @@ def parse_response(body: dict[str, Any]) -> ChatResponse:
             calls.append(
                 ToolCall(b.get("id") or "", b.get("name") or "", dumps(b.get("input") or {}))
             )
+        elif isinstance(kind, str):  # server tool use and results, newer blocks
+            content.append(RawBlock(b))
     return ChatResponse(
         id=str(body.get("id") or ""),
         model=str(body.get("model") or ""),
@@ -109,6 +112,8 @@ def _response_blocks(resp: ChatResponse) -> list[dict[str, Any]]:
                 )
         elif isinstance(p, TextPart):
             blocks.append({"type": "text", "text": p.text})
+        elif isinstance(p, RawBlock) and p.source == "anthropic":
+            blocks.append(p.block)
     for c in resp.tool_calls:
         blocks.append(
             {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from typing import Any
 
@@ -9,6 +10,7 @@ import orjson
 
 from tiergate.core.model import (
     FinishReason,
+    RawBlockDelta,
     StreamEnd,
     StreamEvent,
     StreamStart,
@@ -33,6 +35,8 @@ from tiergate.formats.sse import encode_sse
 
 log = logging.getLogger(__name__)
 
+_NAMED_BLOCKS = frozenset({"text", "thinking", "redacted_thinking", "tool_use"})
+
 
 class StreamParser:
     """Upstream Anthropic SSE events -> neutral stream events."""
@@ -40,6 +44,8 @@ class StreamParser:
     def __init__(self) -> None:
         self._usage = Usage()
         self._blocks: dict[int, int | None] = {}  # block index -> neutral tool index
+        # blocks of other types, relayed whole at their stop: index -> (block, input json)
+        self._raw: dict[int, tuple[dict[str, Any], list[str]]] = {}
         self._tools = 0
         self._finish: FinishReason | None = None
         self._started = False
@@ -73,10 +79,22 @@ class StreamParser:
             return []
         if kind == "message_stop":
             return self._end()
+        if kind == "content_block_stop":
+            return self._raw_stop(int(msg.get("index", 0)))
         if kind == "error":
             err = msg.get("error") or {}
             raise UpstreamStreamError(str(err.get("message", "upstream error")), err.get("type"))
-        return []  # ping, content_block_stop, unknown future events
+        return []  # ping, unknown future events
+
+    def _raw_stop(self, index: int) -> list[StreamEvent]:
+        raw = self._raw.pop(index, None)
+        if raw is None:
+            return []
+        block, partial = raw
+        if partial:  # a server tool's input, streamed as JSON like a tool_use's
+            with contextlib.suppress(orjson.JSONDecodeError):
+                block = {**block, "input": orjson.loads("".join(partial))}
+        return [RawBlockDelta(block)]
 
     def _block_start(self, msg: dict[str, Any]) -> list[StreamEvent]:
         block = msg.get("content_block") or {}
@@ -97,6 +115,8 @@ class StreamParser:
             return [TextDelta(block["text"])]
         if kind == "thinking" and (block.get("thinking") or block.get("signature")):
             return [ThinkingDelta(block.get("thinking") or "", block.get("signature") or None)]
+        if isinstance(kind, str) and kind not in _NAMED_BLOCKS:
+            self._raw[index] = (block, [])  # server_tool_use, web_search_tool_result, ...
         # redacted_thinking cannot be carried by the neutral stream events (see docs).
         return []
 
@@ -106,6 +126,10 @@ class StreamParser:
         if kind == "text_delta":
             return [TextDelta(delta.get("text") or "")]
         if kind == "input_json_delta":
+            raw = self._raw.get(int(msg.get("index", 0)))
+            if raw is not None:
+                raw[1].append(delta.get("partial_json") or "")
+                return []
             tool = self._blocks.get(int(msg.get("index", 0)))
             partial = delta.get("partial_json") or ""
             return (
@@ -231,6 +255,8 @@ class StreamRenderer:
             return out
         if isinstance(event, ThinkingDelta):
             return out + self._thinking(event)
+        if isinstance(event, RawBlockDelta):  # relayed whole: start with it, then stop
+            return out + self._open_block("raw", event.block) + self._close()
         if isinstance(event, StreamEnd):
             self._done = True
             stop: dict[str, Any] = {

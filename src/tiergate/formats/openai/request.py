@@ -122,8 +122,11 @@ def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Messag
     role = m.get("role")
     content = m.get("content")
     if role in ("system", "developer"):
-        # The neutral model has one system block; later system messages join it in order.
-        system.extend(p for p in _text_parts(content, f"{path}.content") if p.text)
+        texts = [p for p in _text_parts(content, f"{path}.content") if p.text]
+        if out:  # inside the conversation: kept in place, where the client put it
+            out.append(Message("system", list[Part](texts)))
+        else:  # before it: the system prompt
+            system.extend(texts)
     elif role == "user":
         name = opt_str(m.get("name"), f"{path}.name")
         out.append(Message("user", _user_parts(content, f"{path}.content"), name=name))
@@ -219,13 +222,13 @@ def _user_parts(content: Any, path: str) -> list[Part]:
             if not isinstance(spec, str):
                 spec = expect_dict(spec, f"{ppath}.image_url").get("url")
             url = spec
-            parts.append(_image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
+            parts.append(image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
         else:
             raise FormatError(f"unsupported content part {kind!r}", f"{ppath}.type")
     return parts
 
 
-def _image_from_url(url: str, path: str) -> ImagePart:
+def image_from_url(url: str, path: str) -> ImagePart:
     if not url.startswith("data:"):
         return ImagePart(url=url)
     header, sep, data = url[5:].partition(",")
@@ -279,10 +282,15 @@ def render_request(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": p.text} for p in req.system if p.text
     ]
-    messages.extend(_render_message(m, deepseek) for m in req.messages)
+    messages.extend(
+        _render_message(m, deepseek)
+        for m in req.messages
+        if m.role != "system" or m.text()  # an emptied (cleared) system message goes
+    )
     body: dict[str, Any] = {"model": upstream_model, "messages": messages}
-    if req.tools:
-        body["tools"] = [_render_tool(t, deepseek) for t in req.tools]
+    tools = [t for t in req.tools if t.native is None]  # provider-defined tools: dropped
+    if tools:
+        body["tools"] = [_render_tool(t, deepseek) for t in tools]
         if req.tool_choice is not None:
             body["tool_choice"] = _render_tool_choice(req.tool_choice)
         if req.parallel_tool_calls is not None and not deepseek:
@@ -322,6 +330,8 @@ def render_request(
 
 
 def _render_message(m: Message, deepseek: bool) -> dict[str, Any]:
+    if m.role == "system":  # a mid-conversation instruction stays where it was sent
+        return {"role": "system", "content": m.text()}
     if m.role == "tool":
         # Tool results carry text only: images in them are dropped (see docs).
         texts = [p.text for p in m.content if isinstance(p, TextPart) and p.text]
