@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -42,6 +43,26 @@ def test_version_prints_the_package_version() -> None:
     out = subprocess.run([*TIERGATE, "--version"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0
     assert out.stdout.strip() == f"tiergate {tiergate.__version__}"
+
+
+def test_make_run_passes_port_host_and_config(tmp_path: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    root = Path(__file__).resolve().parent.parent
+    venv = tmp_path / "venv"  # never created: -n only prints what would run
+    args = ["make", "-n", "--no-print-directory", "-C", str(root), "run", f"VENV={venv}"]
+    out = subprocess.run(
+        [*args, "PORT=4100", "HOST=0.0.0.0", "CONFIG=tg.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    serve = [line for line in out.stdout.splitlines() if "tiergate serve" in line]
+    assert serve and serve[-1].split()[1:] == [
+        "serve", "--config", "tg.yaml", "--host", "0.0.0.0", "--port", "4100"
+    ]  # fmt: skip
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=30).stdout
+    assert plain.splitlines()[-1].split()[1:] == ["serve"]
 
 
 def test_demo_catalogue_names_no_model_the_anthropic_sdk_calls_deprecated() -> None:
