@@ -4,6 +4,7 @@ followed by every instance; the YAML tokens keep working (docs/virtual-keys.md).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,23 @@ def test_create_use_list_and_revoke(env: dict[str, Any]) -> None:
     assert served(gw, token) == 401
     assert admin.get("/virtual-keys").json()["items"][0]["revoked"] is not None
     assert admin.post("/virtual-keys/vk_0000000000000000/revoke").status_code == 404
+
+
+def test_the_access_log_names_the_key_never_the_token(
+    env: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="tiergate.access")
+    made = create(env["admin"], name="logged")
+    r = chat(env["gw"], "openai/gpt-5-mini", token=made["token"])
+    assert r.status_code == 200
+
+    def line() -> list[logging.LogRecord]:
+        rid = r.headers["x-orca-request-id"]
+        return [x for x in caplog.records if getattr(x, "request_id", None) == rid]
+
+    until(lambda: bool(line()))
+    assert line()[0].virtual_key == made["key"]["id"]
+    assert made["token"] not in caplog.text
 
 
 def test_bad_requests_are_refused_with_every_problem(env: dict[str, Any]) -> None:
