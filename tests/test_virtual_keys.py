@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import openai
 import pytest
 
@@ -175,6 +176,34 @@ def test_a_keys_budget_refuses_once_spent(env: dict[str, Any], budget: str) -> N
     period = "Monthly" if budget.endswith("month") else "Daily"
     assert period in refused.json()["error"]["message"]
     assert served(gw, TOKEN) == 200
+
+
+def test_a_keys_limits_bind_embeddings_too(sim: ServerThread, tmp_path: Path) -> None:
+    doc = admin_config(sim.url, str(tmp_path / "tg.db"))
+    doc["channels"].append(
+        {
+            "name": "emb",
+            "type": "openai_compatible",
+            "base_url": f"{sim.url}/v1",
+            "keys": ["sk-emb"],
+            "models": {"emb/small": {"upstream": "text-embedding-3-small"}},
+        }
+    )
+    with gateway(doc) as (gw, admin):
+        token = create(admin, rate_limit_rpm=1)["token"]
+        if time.time() % 60 > 55:  # keep both requests in one minute window
+            time.sleep(6)
+
+        def embed() -> int:
+            r = httpx.post(
+                f"{gw.url}/v1/embeddings",
+                headers={"authorization": f"Bearer {token}"},
+                json={"model": "emb/small", "input": "alpha"},
+                timeout=10,
+            )
+            return r.status_code
+
+        assert [embed(), embed()] == [200, 429]
 
 
 def test_every_instance_follows_a_key_created_or_revoked_on_one(

@@ -97,9 +97,7 @@ class Gateway:
         plan: RoutePlan | None = None
         try:
             workspace = self.authenticate(request)
-            await self.limiter.admit(workspace.id, workspace.limits)
-            if workspace.key_id is not None:
-                await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
+            await self.admit(workspace)
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
             try:
@@ -185,6 +183,19 @@ class Gateway:
         if ws is None:
             raise GatewayError(401, "Invalid or missing API token", "invalid_api_key")
         return ws
+
+    async def admit(self, workspace: Workspace) -> None:
+        """The workspace's limits, then its virtual key's (429 GatewayError when over)."""
+        await self.limiter.admit(workspace.id, workspace.limits)
+        if workspace.key_id is not None:
+            await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
+
+    def charge(self, workspace: Workspace, cost: float) -> None:
+        """Count a billed reply against the workspace's and its key's budgets (later)."""
+        if workspace.limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.id, workspace.limits, cost))
+        if workspace.key_id is not None and workspace.key_limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.key_id, workspace.key_limits, cost))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.cfg.server.max_body_bytes
@@ -343,11 +354,7 @@ class Gateway:
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
         cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
-        ws = ctx.workspace
-        if ws.limits.budgeted:
-            self._spawn(self.limiter.charge(ws.id, ws.limits, cost))
-        if ws.key_id is not None and ws.key_limits.budgeted:
-            self._spawn(self.limiter.charge(ws.key_id, ws.key_limits, cost))
+        self.charge(ctx.workspace, cost)
         return cost, time.perf_counter()
 
     async def _record_later(
