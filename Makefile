@@ -11,8 +11,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# `make run PORT=4100 HOST=0.0.0.0 CONFIG=tiergate.yaml`: each one optional.
 run: $(BIN)/.installed
-	$(BIN)/tiergate serve
+	$(BIN)/tiergate serve $(if $(CONFIG),--config $(CONFIG)) $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .

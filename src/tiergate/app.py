@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db
+from tiergate import db, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.dashboard import dashboard_mount
@@ -43,6 +43,7 @@ from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
 from tiergate.providers.adapters import make_providers
 from tiergate.providers.http import UpstreamHTTP
+from tiergate.providers.network import UpstreamNetwork
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
 from tiergate.state import StateStore, make_store
@@ -79,9 +80,11 @@ def create_app(
     expansion when a stored config version is loaded.
     """
     env = dict(os.environ if env is None else env)
+    tracing.setup_from_env(env)  # OpenTelemetry, only when asked for and installed
     http = UpstreamHTTP(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,
+        network=UpstreamNetwork.from_env(env, cfg.channels),  # proxies, CA bundles
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
@@ -102,6 +105,7 @@ def create_app(
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
         gateway.reload(new_cfg, reenabled)
+        http.network.set_channels(new_cfg.channels)
         state.cfg = new_cfg
 
     seed = source_document(cfg)

@@ -106,10 +106,26 @@ class StateConfig(_Strict):
     backend: Literal["memory", "redis"] = "memory"
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "tg:"
+    cluster: bool = False  # url names a seed node of a Redis/Valkey Cluster (docs/deploy.md)
 
 
 class DatabaseConfig(_Strict):
     url: str = "sqlite:///tiergate.db"
+
+
+class VirtualKeyConfig(_Strict):
+    """A workspace token issued through the admin API (docs/virtual-keys.md). Only
+    its SHA-256 is stored; the token itself is shown once, at creation."""
+
+    id: str = Field(pattern=r"^vk_[0-9a-f]{16}$")
+    name: str = Field("", max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field("", max_length=16)  # the token's first characters, to recognise it
+    created: float = Field(0.0, ge=0)
+    revoked: float | None = Field(None, ge=0)  # when it was revoked; None = valid
+    rate_limit_rpm: int | None = Field(None, ge=1)
+    budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    budget_usd_per_month: float | None = Field(None, ge=0)  # billed USD per UTC month
 
 
 class WorkspaceConfig(_Strict):
@@ -118,6 +134,7 @@ class WorkspaceConfig(_Strict):
     escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
     rate_limit_rpm: int | None = Field(None, ge=1)  # requests per minute, all instances
     budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    virtual_keys: list[VirtualKeyConfig] = Field(default_factory=list)
 
 
 class Price(_Strict):
@@ -152,6 +169,15 @@ class ChannelConfig(_Strict):
     enabled: bool = True
     cache_window_seconds: int | None = Field(None, ge=1)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # PEM file of extra CAs trusted for this channel's origin (docs/deploy.md)
+    ca_bundle: str | None = None
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _ca_bundle_readable(cls, path: str | None) -> str | None:
+        if path is not None and not os.access(path, os.R_OK):
+            raise ValueError(f"ca_bundle {path!r} is not a readable file")
+        return path
 
     def resolved_base_url(self) -> str:
         return (self.base_url or DEFAULT_BASE_URLS.get(self.type, "")).rstrip("/")
@@ -381,6 +407,11 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
     wnames = [w.name for w in cfg.workspaces]
     if len(set(wnames)) != len(wnames):
         problems.append("workspaces: duplicate workspace name")
+    keys = [k for w in cfg.workspaces for k in w.virtual_keys]
+    if len({k.id for k in keys}) != len(keys):
+        problems.append("workspaces: duplicate virtual key id")
+    if len({k.sha256 for k in keys}) != len(keys):
+        problems.append("workspaces: two virtual keys have the same token")
     return problems
 
 

@@ -109,6 +109,8 @@ def masked_config(cfg: GatewayConfig, raw_doc: Mapping[str, Any]) -> dict[str, A
         ]
     for ws_doc in doc["workspaces"]:
         ws_doc["tokens"] = [mask_secret(t) for t in ws_doc.get("tokens") or []]
+        for vk in ws_doc.get("virtual_keys") or []:
+            vk.pop("sha256", None)  # not reversible, but nobody needs it: id and prefix
     server = doc["server"]
     for name in ("admin_token", "metrics_token"):
         server[name] = "set" if server.get(name) else None

@@ -41,6 +41,6 @@ async def metrics_endpoint(ctx: AdminContext, request: Request) -> Response:
         )
     except (StateUnavailable, TimeoutError):
         log.debug("share gauges not refreshed: state store unavailable")
-    metrics.observe_key_health(ctx.state.gateway.distributor.key_health())
+    metrics.observe_key_health(ctx.state.gateway.distributor)
     body, content_type = metrics.render()
     return Response(body, 200, media_type=content_type)

@@ -16,8 +16,10 @@ import logging
 
 from starlette.applications import Starlette
 from starlette.requests import Request
+from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from tiergate import metrics, tracing
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES, InboundFormat
 from tiergate.gateway.pipeline import Gateway
@@ -53,6 +55,35 @@ class GatewayApp(Starlette):
     async def _complete(
         self, gateway: Gateway, fmt: InboundFormat, scope: Scope, receive: Receive, send: Send
     ) -> None:
+        metrics.REQUESTS_IN_FLIGHT.inc()
+        try:
+            tracer = tracing.tracer
+            if tracer is None:
+                await self._answer(gateway, fmt, scope, receive, send)
+                return
+            from opentelemetry.trace import SpanKind
+
+            attributes = {"http.request.method": "POST", "http.route": scope["path"]}
+            with tracer.start_as_current_span(
+                "tiergate.request", kind=SpanKind.SERVER, attributes=attributes
+            ) as span:
+                response = await self._answer(gateway, fmt, scope, receive, send)
+                span.set_attribute("http.response.status_code", response.status_code)
+                for header in ("x-orca-request-id", "x-orca-router", "x-orca-resolved-model"):
+                    value = response.headers.get(header)
+                    if value is not None:
+                        span.set_attribute("tiergate." + header[7:].replace("-", "_"), value)
+                if response.status_code >= 500:
+                    from opentelemetry.trace import Status, StatusCode
+
+                    span.set_status(Status(StatusCode.ERROR))
+        finally:
+            metrics.REQUESTS_IN_FLIGHT.dec()
+
+    async def _answer(
+        self, gateway: Gateway, fmt: InboundFormat, scope: Scope, receive: Receive, send: Send
+    ) -> Response:
+        """Handle and send the reply (a stream: until its last byte); the response."""
         try:
             response = await gateway.handle(fmt, Request(scope, receive, send))
         except Exception as exc:  # noqa: BLE001 - the pipeline answers its own errors: a bug
@@ -60,3 +91,4 @@ class GatewayApp(Starlette):
             error = GatewayError(500, "Internal gateway error", None)
             response = gateway.error_response(fmt, error, {})
         await response(scope, receive, send)
+        return response

@@ -13,12 +13,16 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
+from tiergate import tracing
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.routing.affinity import ChannelPin
 from tiergate.routing.distributor import Distributor, Target
+
+if TYPE_CHECKING:
+    from opentelemetry.trace import Tracer
 
 R = TypeVar("R")
 
@@ -58,7 +62,10 @@ async def first_success(
         for target in targets:
             n += 1
             try:
-                result = await attempt(target)
+                if tracing.tracer is None:
+                    result = await attempt(target)
+                else:
+                    result = await _traced(tracing.tracer, attempt, target, n)
             except UpstreamError as err:
                 last = err
                 if _answers_the_body(err):
@@ -145,6 +152,28 @@ def _report_answers(
         target, err = failures[0]
         if target.channel.usable_keys(now) != [target.key_index]:
             _report(distributor, target, err)
+
+
+async def _traced(
+    tracer: Tracer, attempt: Callable[[Target], Awaitable[R]], target: Target, n: int
+) -> R:
+    """One attempt in its own span (a stream's: until its first event)."""
+    attributes: dict[str, str | int] = {
+        "tiergate.channel": target.channel.name,
+        "tiergate.model": target.model,
+        "tiergate.key_index": target.key_index,
+        "tiergate.attempt": n,
+    }
+    with tracer.start_as_current_span(
+        "tiergate.upstream", attributes=attributes, record_exception=False
+    ) as span:
+        try:
+            return await attempt(target)
+        except UpstreamError as err:  # never the provider's message: it may quote input
+            span.set_attribute("tiergate.failure", err.kind)
+            span.set_attribute("http.response.status_code", err.status)
+            tracing.set_error(span, err)
+            raise
 
 
 def _report(distributor: Distributor, target: Target, err: UpstreamError) -> None:

@@ -51,7 +51,7 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     headers = {"x-orca-request-id": request_id}
     try:
         workspace = gateway.authenticate(request)
-        await gateway.limiter.admit(workspace.id, workspace.limits)
+        await gateway.admit(workspace)  # the workspace's and its virtual key's limits
         body = await gateway.read_json(request)
         model = _model(body)
         distributor = gateway.distributor
@@ -83,12 +83,14 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     neutral = Usage(input_tokens=tokens if isinstance(tokens, int) else 0)
     cost = request_cost(neutral, target.model_config, target.channel.config.type)
+    gateway.charge(workspace, cost)
     latency = time.perf_counter() - started
     metrics.observe_request(None, model, target.channel.name, 200, latency)
     record = UsageRecord(
         request_id=request_id,
         ts=time.time(),
         workspace=workspace.name,
+        virtual_key=workspace.key_id,
         router=None,
         model=model,
         channel=target.channel.name,
@@ -125,6 +127,7 @@ def _failed(
         request_id=request_id,
         ts=time.time(),
         workspace=workspace.name,
+        virtual_key=workspace.key_id,
         router=None,
         model=model,
         status=status,

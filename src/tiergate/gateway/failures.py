@@ -69,6 +69,7 @@ def record_failure(
     started: float,
     error_type: str,
     attempts: int = 0,
+    virtual_key: str | None = None,
 ) -> None:
     """The usage row and the access log line of a request that got no upstream reply."""
     router = plan.router.name if plan is not None and plan.router is not None else None
@@ -84,6 +85,7 @@ def record_failure(
         attempts=attempts,
         session_hash=plan.session_hash if plan is not None else None,
         error_type=error_type,
+        virtual_key=virtual_key,
     )
     recorder.record("usage", record.row())
     access_log.info("request", extra=record.log_fields())

@@ -38,6 +38,8 @@ class InboundFormat:
     stream_error: Callable[[Renderer, int, str], bytes]
     # what the format reads from the request beyond its body (headers, query)
     read_transport: Callable[[ChatRequest, Request], None] | None = None
+    #: the id a client sees for an upstream tool call (Anthropic: `toolu_...`)
+    tool_id: Callable[[str], str] = str
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -79,6 +81,7 @@ ANTHROPIC = InboundFormat(
         orjson.dumps(anthropic_error_body(status, msg)), event="error"
     ),
     read_transport=_anthropic_transport,
+    tool_id=anthropic_fmt.tool_use_id,
 )
 
 

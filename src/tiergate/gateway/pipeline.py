@@ -97,7 +97,7 @@ class Gateway:
         workspace: Workspace | None = None
         try:
             workspace = self.authenticate(request)
-            await self.limiter.admit(workspace.id, workspace.limits)
+            await self.admit(workspace)
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
             try:
@@ -153,7 +153,7 @@ class Gateway:
             self._refused(request_id, workspace, plan, refusal, started)
             return self.error_response(fmt, refusal, headers)
         except ClientDisconnect:
-            _observe_refusal(plan, 499, started)
+            _observe_refusal(plan, 499, started, request_id, "client_disconnect")
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -182,6 +182,19 @@ class Gateway:
         if ws is None:
             raise GatewayError(401, "Invalid or missing API token", "invalid_api_key")
         return ws
+
+    async def admit(self, workspace: Workspace) -> None:
+        """The workspace's limits, then its virtual key's (429 GatewayError when over)."""
+        await self.limiter.admit(workspace.id, workspace.limits)
+        if workspace.key_id is not None:
+            await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
+
+    def charge(self, workspace: Workspace, cost: float) -> None:
+        """Count a billed reply against the workspace's and its key's budgets (later)."""
+        if workspace.limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.id, workspace.limits, cost))
+        if workspace.key_id is not None and workspace.key_limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.key_id, workspace.key_limits, cost))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.cfg.server.max_body_bytes
@@ -241,7 +254,7 @@ class Gateway:
                 ctx.lane,
                 served_model=served.target.model,
                 response=resp,
-                tool_call_ids=tuple(tc.id for tc in resp.tool_calls),
+                tool_call_ids=tuple(ctx.fmt.tool_id(tc.id) for tc in resp.tool_calls),
             )
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
@@ -302,7 +315,7 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=acc.result(),
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                     lane_pending = False
                 yield chunk
@@ -329,7 +342,7 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=resp if status == 200 else None,
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                 )
         if _wants_cost(ctx.request):
@@ -340,8 +353,7 @@ class Gateway:
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
         cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
-        if ctx.workspace.limits.budget_usd_per_day is not None:
-            self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
+        self.charge(ctx.workspace, cost)
         return cost, time.perf_counter()
 
     async def _record_later(
@@ -377,10 +389,12 @@ class Gateway:
         metrics.observe_upstream(
             target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
         )
+        metrics.observe_usage(target.channel.name, target.model, u, cost)
         record = UsageRecord(
             request_id=ctx.request_id,
             ts=time.time(),
             workspace=ctx.workspace.name,
+            virtual_key=ctx.workspace.key_id,
             router=router,
             model=target.model,
             channel=target.channel.name,
@@ -432,6 +446,7 @@ class Gateway:
             workspace=ctx.workspace.name,
             plan=ctx.plan,
             status=refusal.status,
+            virtual_key=ctx.workspace.key_id,
             stream=ctx.req.stream,
             started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
@@ -450,20 +465,23 @@ class Gateway:
         err: GatewayError,
         started: float,
     ) -> None:
-        """Count a refusal; after authentication it also gets a usage row and an
-        access log line (an unauthenticated request has no workspace to bill)."""
-        _observe_refusal(plan, err.status, started)
-        if workspace is not None:
-            failures.record_failure(
-                self.recorder,
-                request_id=request_id,
-                workspace=workspace.name,
-                plan=plan,
-                status=err.status,
-                stream=False,
-                started=started,
-                error_type=err.code or "refused",
-            )
+        """Count a refusal and log it; after authentication it also gets a usage row
+        (an unauthenticated request has no workspace to bill)."""
+        if workspace is None:
+            _observe_refusal(plan, err.status, started, request_id, err.code)
+            return
+        _count_refusal(plan, err.status, started)
+        failures.record_failure(
+            self.recorder,
+            request_id=request_id,
+            workspace=workspace.name,
+            plan=plan,
+            status=err.status,
+            stream=False,
+            started=started,
+            error_type=err.code or "refused",
+            virtual_key=workspace.key_id,
+        )
 
     def error_response(
         self, fmt: InboundFormat, err: GatewayError, headers: dict[str, str]
@@ -528,10 +546,38 @@ def _new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> None:
-    """Count a request refused before or without an upstream reply."""
+def _count_refusal(plan: RoutePlan | None, status: int, started: float) -> float:
+    """Count a refused request in the metrics; returns its latency in seconds."""
     router = plan.router.name if plan is not None and plan.router is not None else None
-    metrics.observe_request(router, None, None, status, time.perf_counter() - started)
+    latency = time.perf_counter() - started
+    metrics.observe_request(router, None, None, status, latency)
+    return latency
+
+
+def _observe_refusal(
+    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
+) -> None:
+    """Count and log a request refused before or without an upstream reply: the
+    access log shows every request, not only the served ones."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    latency = _count_refusal(plan, status, started)
+    log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "router": router,
+            "model": plan.models[0] if plan is not None and plan.models else None,
+            "status": status,
+            "latency_ms": round(latency * 1000, 2),
+            "error_type": error_type,
+        },
+    )
+
+
+def _client_tool_ids(ctx: _Ctx, observer: ToolCallObserver | None) -> tuple[str, ...] | None:
+    """The streamed tool-call ids as the client saw them (its next turn answers those)."""
+    ids = observer.result() if observer is not None else None
+    return None if ids is None else tuple(ctx.fmt.tool_id(i) for i in ids)
 
 
 def _wants_cost(request: Request) -> bool:
