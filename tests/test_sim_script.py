@@ -226,9 +226,8 @@ def test_aider_edit_blocks_and_its_examples_do_not_count_as_turns(sim: ServerThr
             {"role": "user", "content": "FAILED (failures=1)"},
         ]
     assert "=======\n    return -(b - a)\n>>>>>>> REPLACE" in replies[0]
-    assert "<<<<<<< SEARCH\n    return -(b - a)\n=======\n    return a - b\n" in replies[1]
-    assert "=======\n    return a + b\n>>>>>>> REPLACE" in replies[2]
-    assert "SEARCH" not in replies[3]
+    assert "<<<<<<< SEARCH\n    return -(b - a)\n=======\n    return a + b\n" in replies[1]
+    assert "SEARCH" not in replies[2] and "SEARCH" not in replies[3]
 
 
 def test_side_requests_and_disarmed_sims_answer_as_usual(sim: ServerThread) -> None:

@@ -94,9 +94,15 @@ _WRONG = (
     Step(WRONG_EDITS[0], "Rewrite the subtraction.", ("return a - b", "return -(b - a)")),
     Step(WRONG_EDITS[1], "Undo that rewrite.", ("return -(b - a)", "return a - b")),
 )
+#: aider's fix: after one wrong edit, the right one (a fail -> edit -> pass is progress)
+_FIX_AFTER_WRONG = Step(
+    "sed -i 's/return -(b - a)/return a + b/' calc.py",
+    "That still subtracts; make it add.",
+    ("return -(b - a)", "return a + b"),
+)
 _DONE = Step(None, "The tests pass now: add returns the sum. Done.")
 _GIVE_UP = Step(None, "The test still fails and I am out of ideas. Stopping.")
-_STEPS = (_RUN_TESTS, _FIX, *_WRONG, _DONE, _GIVE_UP)
+_STEPS = (_RUN_TESTS, _FIX, *_WRONG, _FIX_AFTER_WRONG, _DONE, _GIVE_UP)
 _SCRIPTED = re.compile(
     "|".join(
         re.escape(text)
@@ -111,11 +117,12 @@ def script_step(name: ScriptName, turn: int, *, edits_only: bool = False) -> Ste
     """The step for the model's `turn`-th reply (0-based).
 
     `edits_only` is for agents that run the tests themselves after each edit
-    (aider): their script is the edits alone.
+    (aider): their script is the edits alone; its fix is one wrong edit, then the
+    right one (progress, which must never strike).
     """
     if edits_only:
         if name == "fix":
-            return (_WRONG[0], _WRONG[1], _FIX)[turn] if turn < 3 else _DONE
+            return (_WRONG[0], _FIX_AFTER_WRONG)[turn] if turn < 2 else _DONE
         return _WRONG[turn % 2] if turn < LOOP_STEPS - 1 else _GIVE_UP
     if name == "fix":
         return (_RUN_TESTS, _FIX, _RUN_TESTS)[turn] if turn < 3 else _DONE
