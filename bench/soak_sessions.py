@@ -4,8 +4,9 @@ answer must look like. No I/O here: bench/soak.py sends the steps.
 Three kinds of session, each a multi-turn conversation that grows like an agent's:
 - coding (orcarouter/coding, auto escalation): text turns, tool calls answered
   with tool results, pairs of hard turns (pasted goroutine dumps + reasoning
-  asks: difficulty escalation), failure loops (two errored tool results per
-  turn: strikes), and explicit `X-OrcaRouter-Tier: strong` / `Escalate: once`;
+  asks: difficulty escalation), failure loops (the same two commands failing
+  the same way, turn after turn: strikes), and explicit `X-OrcaRouter-Tier:
+  strong` / `Escalate: once`;
 - lane (auto:coding + top-level `session_tier`): sticky session tiers; the
   approval changes at some user-turn boundary, and every answer must come from
   the approved model. One worker owns a (session, lane), so no 409 is expected;
@@ -144,7 +145,8 @@ class AgentSession:
         self.messages.append({"role": "user", "content": text})
 
     def _failure_loop(self, t: int) -> None:
-        """The agent ran two commands and both failed: a request-side strike."""
+        """The agent ran two commands and both failed as before: from the second such
+        turn on, a request-side strike (the same command, the same error, no edit)."""
         ids = [f"call_{self.sid}_{t}_{k}" for k in range(2)]
         cmds = ["go build ./...", "go test ./pool/..."]
         calls = [
@@ -265,7 +267,9 @@ def _coding_plan(rng: random.Random) -> list[str]:
         elif r < 0.82:
             plan += ["hard", "hard"]  # two in a row: the difficulty streak
         elif r < 0.92:
-            plan += ["fail", "fail"]  # two struck turns: the strike threshold
+            # the same failure three times, unchanged: the first is work, the two repeats
+            # strike (repeated_failing_command), which is the strike threshold
+            plan += ["fail", "fail", "fail"]
         elif r < 0.96:
             plan.append("strong")
         else:

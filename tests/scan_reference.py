@@ -13,9 +13,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator, Sequence
 
+import orjson
+
 from tiergate.core.model import ChatRequest, ChatResponse, Message, ToolCall
 from tiergate.routing import difficulty as d
 from tiergate.routing import strikes as s
+from tiergate.routing.observations import parse_args
 
 # =====================================================================================
 # Frozen reference: difficulty._scan_text before the fast path (same vocabularies).
@@ -190,6 +193,21 @@ def ref_looks_like_test_failure(text: str) -> bool:
     )
 
 
+# The request-side producers as they were before they read progress (issue 15):
+# `request_strikes` now strikes on evidence of no progress instead, so these are
+# no longer an equivalence reference; bench/bench_difficulty.py still times them
+# as the "before" of the request-side cost.
+_REF_MIN_ERRORED_RESULTS = 2
+_REF_MIN_COMMAND_REPEATS = 2
+
+
+def _ref_call_signature(call: ToolCall) -> tuple[str, str]:
+    args = parse_args(call.arguments)
+    if args is None:
+        return call.name, " ".join(call.arguments.split())
+    return call.name, orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+
+
 def _ref_tool_results(messages: Sequence[Message]) -> Iterator[Message]:
     return (m for m in messages if m.role == "tool")
 
@@ -207,7 +225,7 @@ def _ref_call_index(req: ChatRequest) -> dict[str, ToolCall]:
 
 def ref_errored_tool_results(req: ChatRequest) -> s.Strike | None:
     failed = sum(1 for m in _ref_tool_results(s.latest_turn(req)) if _ref_result_failed(m))
-    if failed >= s.MIN_ERRORED_RESULTS:
+    if failed >= _REF_MIN_ERRORED_RESULTS:
         return s.Strike("errored_tool_results", "request", f"{failed} failed results")
     return None
 
@@ -228,7 +246,7 @@ def ref_repeated_failing_command(req: ChatRequest) -> s.Strike | None:
     for m in _ref_tool_results(latest):
         call = calls.get(m.tool_call_id or "")
         if call is not None and _ref_result_failed(m):
-            sig = s._call_signature(call)
+            sig = _ref_call_signature(call)
             failing_now[sig] = failing_now.get(sig, 0) + 1
     if not failing_now:
         return None
@@ -240,18 +258,18 @@ def ref_repeated_failing_command(req: ChatRequest) -> s.Strike | None:
         call = calls.get(m.tool_call_id or "")
         if call is None:
             continue
-        sig = s._call_signature(call)
+        sig = _ref_call_signature(call)
         if sig in counts and _ref_result_failed(m):
             counts[sig] += 1
     for (name, _), n in counts.items():
-        if n >= s.MIN_COMMAND_REPEATS:
+        if n >= _REF_MIN_COMMAND_REPEATS:
             return s.Strike("repeated_failing_command", "request", f"{name} x{n}")
     return None
 
 
 def ref_malformed_tool_arguments(resp: ChatResponse) -> s.Strike | None:
     for call in resp.tool_calls:
-        if not isinstance(s._parse_args(call.arguments), dict):
+        if not isinstance(parse_args(call.arguments), dict):
             return s.Strike("malformed_tool_arguments", "response", call.name)
     return None
 

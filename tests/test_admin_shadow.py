@@ -25,22 +25,19 @@ from tiergate.sim.app import create_sim_app
 
 
 def failing_turn(i: int) -> list[dict[str, Any]]:
-    """One turn whose two tool results both failed: a request-side strike."""
-    calls = [
-        {
+    """A turn that reruns a failing build unchanged and gets the same error again:
+    a request-side strike (repeated_failing_command)."""
+    err = f"./pool/worker.go:{40 + i}:2: undefined: jobQueue\nexit status 2"
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Make the build pass."}]
+    for x in "ab":
+        call = {
             "id": f"c{i}{x}",
             "type": "function",
-            "function": {"name": "run_command", "arguments": f'{{"cmd": "make {x}"}}'},
+            "function": {"name": "run_command", "arguments": '{"cmd": "make"}'},
         }
-        for x in "ab"
-    ]
-    err = f"./pool/worker.go:{40 + i}:2: undefined: jobQueue\nexit status 2"
-    return [
-        {"role": "user", "content": "Make the build pass."},
-        {"role": "assistant", "content": None, "tool_calls": calls},
-        {"role": "tool", "tool_call_id": f"c{i}a", "content": f"error: {err}"},
-        {"role": "tool", "tool_call_id": f"c{i}b", "content": f"FAIL\n{err}"},
-    ]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{i}{x}", "content": f"error: {err}"})
+    return messages
 
 
 @pytest.fixture(scope="module")

@@ -133,6 +133,7 @@ def tiny_corpus() -> list[dict[str, Any]]:
         .turn("still failing, fix it", errors=2, calls=2, hard=True)
         .turn("still failing, fix it", errors=2, calls=2, hard=True)
         .turn("still failing, fix it", errors=2, calls=2, hard=True)
+        .turn("still failing, fix it", errors=2, calls=2, hard=True)
     )
     easy = SessionBuilder("easy", "easy_short")
     for _ in range(5):
@@ -171,8 +172,9 @@ async def test_engine_escalates_on_header_strikes_and_difficulty(facts: Any) -> 
     assert triggers(run, "explicit")[1] == "explicit"
     assert tiers(run, "difficulty") == ["base", "base", "strong", "strong"]  # streak of 2
     assert triggers(run, "difficulty")[2] == "difficulty"
-    assert tiers(run, "strikes") == ["base", "base", "strong", "strong"]  # 2 struck turns
-    assert triggers(run, "strikes")[2] == "strikes"
+    # the same commands fail the same way, unchanged: turns 3 and 4 strike
+    assert tiers(run, "strikes") == ["base", "base", "base", "strong", "strong"]
+    assert triggers(run, "strikes")[3] == "strikes"
     assert set(tiers(run, "easy")) == {"base"}
     kinds = [(e.kind, e.trigger) for e in run.events]
     assert kinds.count(("escalated", "explicit")) == 2
@@ -218,7 +220,8 @@ async def test_metrics_json_has_the_design_keys() -> None:
     esc = doc["policies"]["escalation-uncapped"]
     assert esc["false_positive_sessions"] == 2  # the two explicit asks on easy sessions
     assert esc["missed_sessions"] == 0
-    assert esc["escalation_latency_turns"] == pytest.approx(1.0)
+    # difficulty 1 turn after the hard phase starts, strikes 2 (one repeat is not stuck yet)
+    assert esc["escalation_latency_turns"] == pytest.approx(1.5)
     cheap = doc["policies"]["always-cheap-affinity"]
     assert cheap["hard_turn_coverage"] == 0 and cheap["missed_sessions"] == 2
 

@@ -23,12 +23,8 @@ from hypothesis import strategies as st
 from scan_reference import (
     go_source,
     pytest_log,
-    ref_errored_tool_results,
-    ref_failing_tests_after_edit,
     ref_looks_like_error,
     ref_looks_like_test_failure,
-    ref_repeated_failing_command,
-    ref_request_strikes,
     ref_response_strikes,
     ref_scan_text,
 )
@@ -55,10 +51,15 @@ def assert_same_shapes(text: str) -> None:
 
 
 def assert_same_request(req: ChatRequest) -> None:
-    assert s.request_strikes(req) == ref_request_strikes(req)
-    assert s.errored_tool_results(req) == ref_errored_tool_results(req)
-    assert s.failing_tests_after_edit(req) == ref_failing_tests_after_edit(req)
-    assert s.repeated_failing_command(req) == ref_repeated_failing_command(req)
+    """The shape verdicts on every tool result of the request match the reference.
+
+    Until issue 15 this compared the request-side strikes themselves; those now
+    strike on evidence of no progress (routing.progress), a deliberate change of
+    meaning, so only the scans they are built on are compared to the frozen copy.
+    """
+    for m in req.messages:
+        if m.role == "tool":
+            assert_same_shapes(m.text())
 
 
 # ---- generated texts -----------------------------------------------------------------

@@ -119,53 +119,72 @@ def test_huge_tool_output_is_scanned_at_head_and_tail_only() -> None:
     assert not strikes.looks_like_error("a" * 5000 + "\nValueError: hidden\n" + "b" * 100_000)
 
 
-# ---- errored_tool_results ---------------------------------------------------------
+# ---- request side: evidence of no progress ------------------------------------------
+
+EDIT = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
 
 
-def test_several_errored_results_in_latest_turn_strike() -> None:
-    r = req(
-        user("fix it"),
-        assistant(call("a", "bash", command="make"), call("b", "bash", command="make test")),
-        result("a", "boom", is_error=True),
-        result("b", "error: linker failed"),
+def pytest_fail(test: str = "test_b", value: int = 1) -> str:
+    return (
+        f"collected 3 items\n\ntests/test_a.py .F.\n\n"
+        f"FAILED tests/test_a.py::{test} - AssertionError: assert {value} == 2\n"
+        "=== 1 failed, 2 passed in 0.12s ===\n"
     )
-    s = strikes.errored_tool_results(r)
-    assert s is not None and s.reason == "errored_tool_results" and s.side == "request"
 
 
-def test_one_errored_result_is_not_several() -> None:
-    r = req(
-        user("fix it"),
-        assistant(call("a", "bash", command="make"), call("b", "read", path="a.py")),
-        result("a", "boom", is_error=True),
-        result("b", "print('hello')"),
+def loop(*steps: tuple[ToolCall, str]) -> ChatRequest:
+    """A session: the user's ask, then one call and its result per turn."""
+    msgs: list[Message] = [user("make the test pass")]
+    for i, (c, out) in enumerate(steps):
+        c = ToolCall(f"{c.id}{i}", c.name, c.arguments)
+        msgs += [assistant(c), result(c.id, out)]
+    return req(*msgs)
+
+
+def reasons(r: ChatRequest) -> list[str]:
+    return [s.reason for s in strikes.request_strikes(r)]
+
+
+TEST = call("t", "bash", command="pytest -q")
+
+
+def test_a_failing_reproduction_before_any_edit_does_not_strike() -> None:
+    assert reasons(loop((TEST, pytest_fail()))) == []
+    assert reasons(loop((TEST, pytest_fail()), (TEST, "ok"))) == []
+
+
+def test_fail_edit_pass_is_progress() -> None:
+    r = loop((TEST, pytest_fail()), (EDIT, "ok"), (TEST, PYTEST_PASS))
+    assert reasons(r) == []
+
+
+def test_one_failed_fix_attempt_does_not_strike() -> None:
+    r = loop((TEST, pytest_fail(value=1)), (EDIT, "ok"), (TEST, pytest_fail(value=3)))
+    assert reasons(r) == []
+
+
+def test_the_same_failure_surviving_two_edits_strikes() -> None:
+    r = loop(
+        (TEST, pytest_fail(value=1)),
+        (EDIT, "ok"),
+        (TEST, pytest_fail(value=3)),  # values differ: the same test id still fails
+        (call("e", "Edit", file_path="a.py", old_string="y", new_string="z"), "ok"),
+        (TEST, pytest_fail(value=4)),
     )
-    assert strikes.errored_tool_results(r) is None
+    s = strikes.request_strikes(r)
+    assert [x.reason for x in s] == ["failure_survives_edits"] and s[0].side == "request"
 
 
-def test_errors_in_an_earlier_turn_do_not_strike_again() -> None:
-    r = req(
-        user("fix it"),
-        assistant(call("a", "bash", command="x"), call("b", "bash", command="y")),
-        result("a", "boom", is_error=True),
-        result("b", "boom", is_error=True),
-        assistant(text="Fixed."),
-        user("thanks, now add docs"),
+def test_evidence_strikes_only_the_turn_that_carries_it() -> None:
+    r = loop(
+        (TEST, pytest_fail()),
+        (EDIT, "ok"),
+        (TEST, pytest_fail()),
+        (call("e", "Edit", file_path="a.py", old_string="y", new_string="z"), "ok"),
+        (TEST, pytest_fail()),
     )
-    assert strikes.errored_tool_results(r) is None
-
-
-# ---- failing_tests_after_edit -----------------------------------------------------
-
-
-def _edit_then_test(edit: ToolCall, test_output: str) -> ChatRequest:
-    return req(
-        user("make the test pass"),
-        assistant(edit),
-        result(edit.id, "ok"),
-        assistant(call("t", "bash", command="pytest -q")),
-        result("t", test_output),
-    )
+    later = req(*r.messages, assistant(text="Still failing."), user("try something else"))
+    assert reasons(r) == ["failure_survives_edits"] and reasons(later) == []
 
 
 @pytest.mark.parametrize(
@@ -180,23 +199,13 @@ def _edit_then_test(edit: ToolCall, test_output: str) -> ChatRequest:
         call("e", "create", path="new.py", content="x"),
     ],
 )
-def test_test_failure_after_an_edit_strikes(edit: ToolCall) -> None:
-    s = strikes.failing_tests_after_edit(_edit_then_test(edit, PYTEST_FAIL))
-    assert s is not None and s.reason == "failing_tests_after_edit"
-
-
-def test_test_failure_without_any_edit_does_not_strike() -> None:
-    r = req(
-        user("run the tests"),
-        assistant(call("t", "bash", command="pytest")),
-        result("t", PYTEST_FAIL),
-    )
-    assert strikes.failing_tests_after_edit(r) is None
-
-
-def test_passing_tests_after_edit_do_not_strike() -> None:
-    edit = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
-    assert strikes.failing_tests_after_edit(_edit_then_test(edit, PYTEST_PASS)) is None
+def test_every_edit_shape_counts_as_an_edit(edit: ToolCall) -> None:
+    assert strikes.is_edit_call(edit)
+    other = call("e", "Edit", file_path="b.py", old_string="p", new_string="q")
+    r = loop((TEST, pytest_fail()), (edit, "ok"), (TEST, pytest_fail()), (other, "ok"))
+    assert reasons(req(*r.messages, assistant(TEST), result("t", pytest_fail()))) == [
+        "failure_survives_edits"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -212,19 +221,27 @@ def test_reads_are_not_edits(not_edit: ToolCall) -> None:
     assert not strikes.is_edit_call(not_edit)
 
 
-# ---- repeated_failing_command ----------------------------------------------------
-
-
-def test_same_failing_command_repeated_strikes() -> None:
+def test_same_failing_command_with_the_same_error_strikes() -> None:
     r = req(
         user("build it"),
         assistant(call("a", "bash", command="go build ./...", timeout=60)),
         result("a", "main.go:3:5: error: undefined: foo"),
         assistant(call("b", "bash", timeout=60, command="go build ./...")),  # key order differs
+        result("b", "main.go:9:5: error: undefined: foo"),  # moved, same diagnostic
+    )
+    s = strikes.request_strikes(r)
+    assert [x.reason for x in s] == ["repeated_failing_command"] and "bash" in s[0].detail
+
+
+def test_same_command_with_a_new_error_does_not_strike() -> None:
+    r = req(
+        user("build it"),
+        assistant(call("a", "bash", command="go build ./...")),
+        result("a", "main.go:3:5: error: undefined: foo"),
+        assistant(call("b", "bash", command="go build ./...")),
         result("b", "main.go:3:5: error: undefined: bar"),
     )
-    s = strikes.repeated_failing_command(r)
-    assert s is not None and s.reason == "repeated_failing_command" and "bash" in s.detail
+    assert reasons(r) == []
 
 
 def test_repeated_command_that_succeeded_before_does_not_strike() -> None:
@@ -235,18 +252,40 @@ def test_repeated_command_that_succeeded_before_does_not_strike() -> None:
         assistant(call("b", "bash", command="go build ./...")),
         result("b", "error: undefined: bar"),
     )
-    assert strikes.repeated_failing_command(r) is None
+    assert reasons(r) == []
 
 
-def test_different_failing_commands_do_not_strike() -> None:
+def test_several_errored_results_in_one_turn_are_not_evidence_alone() -> None:
     r = req(
-        user("build it"),
-        assistant(call("a", "bash", command="go build ./a")),
-        result("a", "error: x", is_error=True),
-        assistant(call("b", "bash", command="go build ./b")),
-        result("b", "error: y", is_error=True),
+        user("fix it"),
+        assistant(call("a", "bash", command="make"), call("b", "bash", command="make test")),
+        result("a", "boom", is_error=True),
+        result("b", "error: linker failed"),
     )
-    assert strikes.repeated_failing_command(r) is None
+    assert reasons(r) == []
+
+
+def test_an_edit_undone_and_redone_strikes() -> None:
+    fwd = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
+    back = call("e", "Edit", file_path="a.py", old_string="y", new_string="x")
+    assert reasons(loop((fwd, "ok"), (back, "ok"))) == []  # one undo is fine
+    assert reasons(loop((fwd, "ok"), (back, "ok"), (fwd, "ok"))) == ["edit_revert_cycle"]
+    restore = call("r", "bash", command="git checkout -- a.py")
+    r = loop((fwd, "ok"), (restore, ""), (fwd, "ok"), (restore, ""))
+    assert reasons(r) == ["edit_revert_cycle"]
+
+
+def test_new_failures_after_each_edit_with_nothing_passing_strike() -> None:
+    steps: list[tuple[ToolCall, str]] = []
+    for i in range(4):
+        steps += [
+            (call("e", "Edit", file_path="a.py", old_string=f"{i}", new_string=f"{i}!"), "ok"),
+            (TEST, pytest_fail(test=f"test_{i}")),
+        ]
+    assert reasons(loop(*steps[:-2])) == []
+    assert reasons(loop(*steps)) == ["diverging_failures"]
+    passing = [*steps[:4], (TEST, PYTEST_PASS), *steps[4:]]
+    assert reasons(loop(*passing)) == []  # a passing run in between is progress
 
 
 # ---- response-side ---------------------------------------------------------------
@@ -286,13 +325,12 @@ def test_aggregators_collect_every_producer() -> None:
         "truncated_by_length",
     ]
     assert strikes.request_strikes(req(user("hello"))) == []
-    r = req(
-        user("fix"),
-        assistant(call("a", "bash", command="make"), call("b", "bash", command="make")),
-        result("a", "x", is_error=True),
-        result("b", "y", is_error=True),
-    )
-    assert "errored_tool_results" in [s.reason for s in strikes.request_strikes(r)]
+    fwd = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
+    back = call("e", "Edit", file_path="a.py", old_string="y", new_string="x")
+    make = call("m", "bash", command="make")
+    r = loop((make, "error: x"), (fwd, "ok"), (make, "error: x"), (back, "ok"))
+    r = req(*r.messages, assistant(fwd, make), result("e", "ok"), result("m", "error: x"))
+    assert reasons(r) == ["failure_survives_edits", "edit_revert_cycle"]
 
 
 # ---- turn structure ---------------------------------------------------------------

@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from tiergate.core.model import ChatRequest, ImagePart, Message, TextPart, ToolCall, ToolSpec
 from tiergate.routing.difficulty import full_transcript_features
 from tiergate.routing.features import agent_state
+from tiergate.routing.progress import progress_of
+from tiergate.routing.strikes import request_strikes
 from tiergate.routing.transcript import (
     TranscriptCache,
     TranscriptSummary,
@@ -34,6 +36,12 @@ WORDS = [
     "\n",
     "{",
     "}",
+    # a text agent's command and its output (routing.observations)
+    "```bash\nsed -i 's/a/b/' x.py && python repro.py\n```",
+    "<returncode>1</returncode>\n<output>",
+    "</output>",
+    "(Open file: x.py)\n(Current directory: /repo)\nbash-$",
+    "git checkout -- x.py",
 ]
 
 texts = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
@@ -87,6 +95,7 @@ def assert_equal_to_full_pass(summary: TranscriptSummary, req: ChatRequest) -> N
     assert summary.agent_state(req) == agent_state(req)
     assert summary.prompt_tokens(req) == approx_prompt_tokens(req)
     assert summary.images == req.has_images()
+    assert request_strikes(req, summary.progress) == request_strikes(req, progress_of(req.messages))
 
 
 @settings(max_examples=150, deadline=None)
@@ -135,7 +144,7 @@ def test_summary_is_not_mutated_by_extending_it() -> None:
     call = ToolCall("c1", "edit_file", '{"path": "a.py"}')
     longer = [*msgs, Message("assistant", tool_calls=[call])]
     summarize(request(longer), base)
-    assert base.count == 1 and base.files_edited == set() and base.tool_calls == 0
+    assert base.count == 1 and base.progress.files_edited == set() and base.progress.tool_calls == 0
 
 
 def test_compaction_that_keeps_the_count_is_detected() -> None:
@@ -172,7 +181,7 @@ def test_a_deep_turn_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch
     read: list[Message] = []
     original = TranscriptSummary.add
     monkeypatch.setattr(
-        TranscriptSummary, "add", lambda self, m: (read.append(m), original(self, m))
+        TranscriptSummary, "add", lambda self, m, i: (read.append(m), original(self, m, i))
     )
     req = request(history)
     assert_equal_to_full_pass(cache.summarize("s", req), req)

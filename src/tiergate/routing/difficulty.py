@@ -46,6 +46,7 @@ from tiergate.routing.lexicon import (
     math_marker_count,
     reasoning_cue_count,
 )
+from tiergate.routing.observations import latest_turn_bounds
 
 
 def count_tokens(text: str) -> int:
@@ -257,29 +258,21 @@ def full_transcript_features(req: ChatRequest) -> DifficultyFeatures:
 
 
 def latest_turn(req: ChatRequest) -> list[Message]:
-    """The messages after the last assistant message, oldest first.
-
-    Walks back from the end, so the cost is the size of the turn, not of the
-    history. Trailing assistant messages are a prefill (a partial answer the
-    client asks the model to continue), not a turn boundary: they are skipped and
-    the turn is the user/tool messages before them. No assistant message at all
-    means the whole conversation is the first turn.
-    """
-    msgs = req.messages
-    end = len(msgs)
-    while end > 0 and msgs[end - 1].role == "assistant":
-        end -= 1
-    start = end
-    while start > 0 and msgs[start - 1].role != "assistant":
-        start -= 1
-    return msgs[start:end]
+    """The messages after the last assistant message, oldest first (a trailing
+    prefill skipped; observations.latest_turn_bounds)."""
+    start, end = latest_turn_bounds(req.messages)
+    return req.messages[start:end]
 
 
 def delta_features(req: ChatRequest) -> DifficultyFeatures:
     """Features of the latest turn only, with SystemPromptLogLen zeroed (report §3.2).
 
     HasTools keeps its meaning (the request declares tools, or the turn carries
-    tool results), matching the report's 0.90 theoretical delta maximum.
+    tool-protocol results), matching the report's 0.90 theoretical delta maximum.
+    A text agent's command output (routing.observations) is its latest turn like
+    any tool result, but does not set HasTools: a text agent declares no tools,
+    so all its turns, asks and outputs alike, score without that term
+    (docs/escalation.md, "Text-protocol agents", has the measurement).
     """
     tally = Tally()
     has_tools = bool(req.tools)

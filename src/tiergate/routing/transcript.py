@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from tiergate.core.model import ChatRequest, ImagePart, Message
 from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
-from tiergate.routing.features import AgentState, edited_paths, latest_agent_facts
+from tiergate.routing.features import AgentState, agent_state
+from tiergate.routing.progress import Progress
 
 
 def fingerprint(m: Message) -> int:
@@ -44,20 +45,11 @@ class TranscriptSummary:
     tool_messages: bool = False  # tool calls or tool results present (HasTools)
     chars: int = 0  # text + tool-call name/arguments characters (prompt estimate)
     images: bool = False
-    user_turns: int = 0
-    last_role: str | None = None
-    tools_used: set[str] = field(default_factory=set)
-    files_edited: set[str] = field(default_factory=set)
-    tool_calls: int = 0
+    progress: Progress = field(default_factory=Progress)  # agent state, stuck evidence
 
     def copy(self) -> TranscriptSummary:
-        """An independent copy: the tally and the sets are the mutable parts."""
-        return dataclasses.replace(
-            self,
-            tally=self.tally.copy(),
-            tools_used=set(self.tools_used),
-            files_edited=set(self.files_edited),
-        )
+        """An independent copy: the tally and the progress are the mutable parts."""
+        return dataclasses.replace(self, tally=self.tally.copy(), progress=self.progress.copy())
 
     def extends(self, req: ChatRequest) -> bool:
         """Whether `req` starts with the messages this summary covers."""
@@ -69,21 +61,16 @@ class TranscriptSummary:
             and fingerprint(msgs[0]) == self.first
         )
 
-    def add(self, m: Message) -> None:
+    def add(self, m: Message, index: int) -> None:
+        """Read the message at `index`: each message is classified once, here."""
         self.tally.add(m.text())
         self.chars += message_chars(m)
-        if m.role == "user" and self.last_role != "user":
-            self.user_turns += 1
-        if m.role != "system":  # as features.agent_state: it does not split a user turn
-            self.last_role = m.role
         if m.role == "tool":
             self.tool_messages = True
         for call in m.tool_calls:
             self.tally.add(call.arguments)
             self.tool_messages = True
-            self.tool_calls += 1
-            self.tools_used.add(call.name)
-            self.files_edited.update(edited_paths(call))
+        self.progress.add(m, index)
         if not self.images:
             self.images = any(isinstance(p, ImagePart) for p in m.content)
 
@@ -100,15 +87,7 @@ class TranscriptSummary:
 
     def agent_state(self, req: ChatRequest) -> AgentState:
         """Equal to features.agent_state(req)."""
-        tests_failed, tool_errors = latest_agent_facts(req)
-        return AgentState(
-            turns=self.user_turns,
-            tools_used=frozenset(self.tools_used),
-            files_edited=frozenset(self.files_edited),
-            tool_calls=self.tool_calls,
-            tests_failed=tests_failed,
-            tool_errors=tool_errors,
-        )
+        return agent_state(req, self.progress)
 
     def prompt_tokens(self, req: ChatRequest) -> int:
         """Equal to approx_prompt_tokens(req), from the summed message characters."""
@@ -141,8 +120,8 @@ def summarize(req: ChatRequest, previous: TranscriptSummary | None = None) -> Tr
         summary = previous.copy()
     else:
         summary = TranscriptSummary()
-    for m in msgs[summary.count :]:
-        summary.add(m)
+    for i in range(summary.count, len(msgs)):
+        summary.add(msgs[i], i)
     summary.count = len(msgs)
     if msgs:
         summary.first = fingerprint(msgs[0])

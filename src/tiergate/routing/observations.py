@@ -1,0 +1,558 @@
+"""One classifier for actions and observations, whatever protocol the agent speaks.
+
+A tool-call agent (OpenAI tool calls, Anthropic `tool_use`/`tool_result`) acts
+through tool calls and reads role-"tool" messages. A text agent (mini-swe-agent,
+SWE-agent, OpenHands' CodeAct prompt, aider) writes its command in the reply
+text (a ```bash block, `<command>`, `<function=...>`) and gets the output back
+as a *user* message (`<returncode>1</returncode><output>...`, "OBSERVATION:",
+SWE-agent's "(Open file: ...)(Current directory: ...)" footer, "[Command
+finished with exit code 1]", aider's "I ran this command: ... And got this
+output:"). This module turns both into the same two facts:
+
+- `Action`: what the agent did (its identity for repeat detection, whether it
+  edited files, which files, whether it reverted them);
+- `Observation`: what came back (failed or not, the identity of the failure:
+  failing test ids, exception type and location, compiler diagnostics; whether
+  a test run passed).
+
+The delta scorer, the strike producers and the transcript summary all read
+these, so they agree. Pure; classifications are memoised by the text's hash,
+so a resent message costs a hash, not a scan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from tiergate.core.model import Message, ToolCall
+from tiergate.routing.output_shapes import (
+    SCAN_HEAD,
+    SCAN_TAIL,
+    looks_failed,
+    looks_like_error,
+    looks_like_test_failure,
+)
+
+# ---- actions: tool calls ------------------------------------------------------------
+
+PATH_ARGUMENT_KEYS: tuple[str, ...] = (
+    "path",
+    "file_path",
+    "filepath",
+    "file",
+    "filename",
+    "target_file",
+    "notebook_path",
+)
+"""Argument names that carry the edited file's path in common agent tool schemas."""
+
+_EDIT_NAME_TOKENS = frozenset(
+    {"write", "edit", "patch", "apply", "replace", "insert", "multiedit", "applypatch"}
+)
+_FILE_VERB_TOKENS = frozenset({"create", "save", "append", "update", "modify", "overwrite"})
+_FILE_ARG_KEYS = frozenset({"path", "file", "file_path", "filepath", "filename", "target_file"})
+_EDIT_ARG_KEYS = frozenset(
+    {"old_string", "new_string", "old_str", "new_str", "patch", "diff", "file_text", "edits"}
+)
+_READ_ONLY_COMMANDS = frozenset({"view", "read", "cat", "list", "ls", "search", "find"})
+_SHELL_EDIT = re.compile(
+    r"\bsed\s+(?:-\w+\s+)*-i"
+    r"|\bperl\s+-\w*i"
+    r"|\bapply_patch\b"
+    r"|\bgit\s+apply\b"
+    r"|\bpatch\s+(?:-\w+\s+)*-p\d"
+    r"|(?:^|[^>&\d])>{1,2}\s*['\"]?[\w./-]+\.\w+"
+    r"|\btee\s+(?:-a\s+)?['\"]?[\w./-]+\.\w+"
+)
+_TOOL_EDIT_COMMAND = re.compile(  # SWE-agent's editing commands, as the first line of a block
+    r"(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+|append\s+\S+)\s*(?:\n|$)"
+    r"|str_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b"
+)
+_TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
+_PATCH_PATH_RE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
+
+
+def parse_args(arguments: str) -> Any:
+    """A call's JSON arguments ({} when empty), or None when they are not JSON."""
+    if not arguments.strip():
+        return {}
+    try:
+        return orjson.loads(arguments)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def is_edit_call(call: ToolCall) -> bool:
+    """Does this tool call look like it changed files (write/edit/patch/apply)?"""
+    tokens = {t.lower() for t in _TOKEN_SPLIT.split(call.name) if t}
+    args = parse_args(call.arguments)
+    if isinstance(args, dict):
+        command = args.get("command")
+        if isinstance(command, str) and command.strip().lower() in _READ_ONLY_COMMANDS:
+            return False
+        if _EDIT_ARG_KEYS.intersection(args):
+            return True
+        if tokens & _FILE_VERB_TOKENS and _FILE_ARG_KEYS.intersection(args):
+            return True
+        shell = " ".join(v for v in args.values() if isinstance(v, str))
+        if isinstance(command, list):
+            shell += " " + " ".join(str(v) for v in command)
+        if _SHELL_EDIT.search(shell):
+            return True
+    return bool(tokens & _EDIT_NAME_TOKENS)
+
+
+def edited_paths(call: ToolCall) -> list[str]:
+    """Paths a tool call edits, or [] when it is not a file-changing call."""
+    return list(call_action(call.name, call.arguments).paths)
+
+
+EditKey = tuple[str, int, int]
+"""(path, hash of the text replaced, hash of the text written); 0 for "whole file"."""
+
+
+@dataclass(frozen=True, slots=True)
+class Action:
+    """What the agent did in one step.
+
+    signature: identity for "the same command again" (tool name plus canonical
+        arguments, or the whitespace-normalised shell command).
+    tool: the tool's name ("bash" for a shell block in text).
+    edit: it changes files (when it succeeds; see `compound`).
+    compound: a shell command with more than one step (`sed -i ... && pytest`): when
+        it fails, its edit may still have happened before a later step failed.
+    paths: files it edited, when known.
+    edit_keys: its edits as EditKeys, to spot an edit undone or redone.
+    revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
+    """
+
+    signature: str
+    tool: str
+    edit: bool = False
+    compound: bool = False
+    paths: tuple[str, ...] = ()
+    edit_keys: tuple[EditKey, ...] = ()
+    revert: bool = False
+
+
+_SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
+_REVERT = re.compile(
+    r"\bgit\s+(?:checkout\s+(?:HEAD\s+)?--\s|restore\s|stash(?:\s+push)?\s*(?:$|[;&|])|reset\s+--hard)"
+    r"|\bundo_edit\b",
+    re.MULTILINE,
+)
+_SED_SUBST = re.compile(  # sed -i 's/old/new/g' file
+    r"\bsed\s+(?:-\w+\s+)*-i\S*\s+(?:-e\s+)?(['\"])s(.)(.*?)\2(.*?)\2\w*\1\s+(\S+)"
+)
+_HEREDOC_WRITE = re.compile(  # cat > file <<'EOF' ... EOF
+    r"\bcat\s*>\s*['\"]?([\w./-]+)['\"]?\s*<<-?\s*['\"]?(\w+)['\"]?\n(.*?)\n\2\b", re.S
+)
+
+
+_SWE_EDIT = re.compile(r"^\s*edit\s+(\d+:\d+)\s*\n(.*?)^end_of_edit\b", re.S | re.M)
+_STEP_SEPARATOR = re.compile(r"&&|\|\||;|\n")
+
+
+def shell_action(command: str, tool: str, signature: str | None = None) -> Action:
+    """An Action for a shell command (from a text block or a shell tool's arguments)."""
+    keys: list[EditKey] = []
+    paths: list[str] = []
+    for m in _SED_SUBST.finditer(command):
+        keys.append((m.group(5), hash(m.group(3)), hash(m.group(4))))
+        paths.append(m.group(5))
+    for m in _HEREDOC_WRITE.finditer(command):
+        keys.append((m.group(1), 0, hash(m.group(3))))
+        paths.append(m.group(1))
+    swe_edit = _SWE_EDIT.search(command)
+    if swe_edit:
+        keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
+    edit = bool(keys) or _SHELL_EDIT.search(command) is not None
+    edit = edit or _TOOL_EDIT_COMMAND.match(command.lstrip()) is not None
+    steps = _SWE_EDIT.sub("", _HEREDOC_WRITE.sub("", command)).strip()
+    return Action(
+        signature=signature if signature is not None else " ".join(command.split()),
+        tool=tool,
+        edit=edit,
+        compound=_STEP_SEPARATOR.search(steps) is not None,
+        paths=tuple(paths),
+        edit_keys=tuple(keys),
+        revert=_REVERT.search(command) is not None,
+    )
+
+
+@functools.lru_cache(maxsize=16_384)
+def call_action(name: str, arguments: str) -> Action:
+    """The Action of a tool call. Memoised by name and arguments: agents resend
+    every earlier call each turn, and reading a call parses its arguments."""
+    args = parse_args(arguments)
+    if args is None:
+        signature = name + " " + " ".join(arguments.split())
+    else:
+        signature = name + " " + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
+    if not isinstance(args, dict):
+        return Action(signature, name, edit=is_edit_call(ToolCall("", name, arguments)))
+    command = args.get("command") or args.get("cmd")
+    if isinstance(command, list):
+        command = " ".join(str(v) for v in command)
+    tokens = {t.lower() for t in _TOKEN_SPLIT.split(name) if t}
+    if isinstance(command, str) and tokens & _SHELL_NAMES and " " in command.strip():
+        return shell_action(command, name, signature)
+    if not is_edit_call(ToolCall("", name, arguments)):
+        return Action(signature, name, revert=_REVERT.search(str(command or "")) is not None)
+    paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
+    for v in args.values():  # apply_patch-style tools carry paths inside the patch text
+        if isinstance(v, str) and ("*** " in v or "+++ " in v):
+            paths.extend(_PATCH_PATH_RE.findall(v))
+    path = paths[0] if paths else ""
+    old = args.get("old_str", args.get("old_string"))
+    new = args.get("new_str", args.get("new_string"))
+    keys: list[EditKey] = []
+    if isinstance(old, str) and isinstance(new, str):
+        keys.append((path, hash(old), hash(new)))
+    elif isinstance(args.get("file_text") or args.get("content"), str):
+        keys.append((path, 0, hash(args.get("file_text") or args.get("content"))))
+    elif isinstance(args.get("patch"), str):
+        keys.append((path, 0, hash(args["patch"])))
+    revert = isinstance(command, str) and command == "undo_edit"
+    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert)
+
+
+# ---- actions: text ------------------------------------------------------------------
+
+_FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
+_TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
+_FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
+_PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
+
+
+_text_action_memo: dict[tuple[int, int], Action | None] = {}
+
+
+def text_action(text: str) -> Action | None:
+    """The command in an assistant reply written as text, or None.
+
+    The last ```bash (or unlabelled) block, `<command>`/`<execute_bash>` tags, or
+    an OpenHands `<function=name><parameter=...>` call. Only a *candidate*: it
+    becomes an action when the next user message is its observation, so a chat
+    answer that merely shows a command is not counted. Memoised by (hash, length).
+    """
+    if "```" not in text and "<" not in text:
+        return None
+    key = (hash(text), len(text))
+    if key in _text_action_memo:
+        return _text_action_memo[key]
+    action = _text_action(text)
+    _remember(_text_action_memo, key, action)
+    return action
+
+
+def _text_action(text: str) -> Action | None:
+    function = _FUNCTION.search(text) if "<function=" in text else None
+    if function is not None:
+        params = dict(_PARAMETER.findall(function.group(2)))
+        return call_action(function.group(1), orjson.dumps(params).decode())
+    tagged = _TAGGED.findall(text) if "<" in text else []
+    if tagged:
+        return shell_action(tagged[-1][1], "bash")
+    blocks = _FENCE.findall(text)
+    if blocks:
+        return shell_action(blocks[-1][1], "bash")
+    return None
+
+
+# ---- observations -------------------------------------------------------------------
+
+# Every search runs on a window that starts with "\n" (see _window), so shapes that
+# begin a line are searched as "\n" + shape: a literal prefix the regex engine
+# skips to, instead of trying every position (as routing.output_shapes does).
+_RETURNCODE = re.compile(r"<returncode>\s*(-?\d+)\s*</returncode>")
+_EXIT_LINE = re.compile(r"\[(?:Command finished|The command completed) with exit code (-?\d+)\.?\]")
+_WRAPPER_MARKS = (
+    "<returncode>",  # mini-swe-agent
+    "(Current directory: ",  # SWE-agent's footer
+    "\nOBSERVATION:",
+    "\nObservation: ",
+    "\nEXECUTION RESULT of [",  # OpenHands CodeAct
+    "[Command finished with exit code",  # OpenHands
+    "[The command completed with exit code",
+    "\nObserved result of command executed by user:",
+    "\nI ran this command:\n",  # aider's /run
+    "Your command ran successfully and did not produce any output",  # SWE-agent
+    "\nPlease always provide EXACTLY ONE action",  # mini-swe-agent's format error
+    "timed out and has been killed",  # mini-swe-agent's timeout
+)
+_WRAPPER_TAGS = re.compile(
+    r"<returncode>\s*-?\d+\s*</returncode>"
+    r"|</?(?:output|output_head|output_tail|elided_chars|warning|exception)>"
+)
+_WRAPPER_LINES = re.compile(
+    r"\n(?:OBSERVATION:|Observation: |EXECUTION RESULT of \[[^\]\n]*\]:"
+    r"|\((?:Open file|Current directory): [^)\n]*\)(?=\n|$)|bash-\$(?=\n|$)"
+    r"|\[(?:Command finished|The command completed) with exit code -?\d+\.?\](?=\n|$)"
+    r"|\[(?:Current working directory|Python interpreter): [^\]\n]*\](?=\n|$))"
+)
+_REJECTED = re.compile(  # agent harnesses refusing an action, in their own words
+    r"\n(?:Your proposed edit has introduced new syntax error"
+    r"|Your changes have NOT been applied"
+    r"|No replacement was performed"
+    r"|ERROR:\s)"
+)
+_TIMED_OUT = "timed out and has been killed"
+_LINT = re.compile(r"\n- ([A-Z]\d+ \S.{0,60})(?=\n|$)")  # SWE-agent's flake8 summary
+_AIDER_RUN = re.compile(r"\nI ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
+_FORMAT_ERROR = "\nPlease always provide EXACTLY ONE action"  # mini-swe-agent
+
+_TEST_PASS = re.compile(
+    r"\n(?:=+ ([^\n]*\b\d+ passed\b[^\n]*) =+(?=\n|$)"  # pytest (checked for failures below)
+    r"|Ran \d+ tests? in [\d.]+s\n+OK\b"  # unittest
+    r"|ok[^\S\n]+\S+[^\S\n]+[\d.]+s"  # go test
+    r"|Tests:[^\S\n]+\d+ passed, \d+ total)"  # jest
+)
+_CARGO_PASS = "test result: ok."
+_TEST_ID = re.compile(
+    r"\n(?:(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
+    r"|(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
+    r"|[^\S\n]*--- FAIL: (\S+)"  # go test
+    r"|test (\S+) \.\.\. FAILED"  # cargo
+    r"|[^\S\n]*● ([^\n]+)"  # jest
+    r"|\[ERROR\] (\S+)[^\S\n]+Time elapsed[^\n]*<<< (?:FAILURE|ERROR)!)"  # maven surefire
+)
+_FRAME = re.compile(r'\n[^\S\n]*File "([^"\n]+)", line \d+, in (\S+)')
+_EXCEPTION = re.compile(r"\n([A-Za-z_][\w.]*(?:Error|Exception|Exit|Interrupt|Failure))\b")
+_DIAGNOSTIC = re.compile(
+    r"\n[^\S\n]*([^\s:]+\.\w+):\d+(?::\d+)?: (?:(?:fatal )?error:? )?(\S[^\n]{0,60})"
+)
+_RUST_ERROR = re.compile(r"\nerror\[(E\d+)\]")
+_TSC_ERROR = re.compile(r"\n([^\s(]+\.\w+)\(\d+,\d+\): error (TS\d+)")
+_DIGITS = re.compile(r"0x[0-9a-f]+|\d+")
+MAX_FAILURE_KEYS = 8
+"""Keys kept per observation (sorted): enough to recognise a failure again, and a
+bound on the state a 200-test failure adds."""
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """What one action's output says.
+
+    failed: the command failed (flagged, a non-zero exit code, or failure-shaped).
+    failures: the failure's identity, `MAX_FAILURE_KEYS` keys at most: "test:<id>",
+        "exc:<Type>@<file>:<function>", "diag:<file>:<message>", or "out:<digest>"
+        of the output's last lines when nothing more specific is printed. Empty
+        when it did not fail.
+    tests_passed: a test runner's summary reports passes and no failures.
+    error_flag: an explicit failure flag: `is_error` on a tool result, a non-zero
+        exit code in a text observation.
+    command: the command the observation itself echoes (aider), else None.
+    """
+
+    failed: bool
+    failures: frozenset[str] = frozenset()
+    tests_passed: bool = False
+    error_flag: bool = False
+    command: str | None = None
+
+
+def _window(text: str) -> str:
+    """The text after a newline (so every line starts after one); its head and tail
+    only when it is long: errors and summaries print there."""
+    if len(text) <= SCAN_HEAD + SCAN_TAIL:
+        return "\n" + text
+    return "\n" + text[:SCAN_HEAD] + "\n" + text[-SCAN_TAIL:]
+
+
+def _norm(text: str) -> str:
+    return " ".join(_DIGITS.sub("0", text).split())
+
+
+def failure_keys(output: str) -> frozenset[str]:
+    """The identity of a failure: what failed and where, without the volatile parts
+    (line numbers, values, addresses), so the same failure after an unrelated edit
+    is recognised as the same."""
+    return _failure_keys(_window(output))
+
+
+def _failure_keys(window: str) -> frozenset[str]:
+    keys = {"test:" + "".join(g for g in m.groups() if g) for m in _TEST_ID.finditer(window)}
+    tb = window.rfind("Traceback (most recent call last)")
+    if tb >= 0:
+        frames = _FRAME.findall(window, tb)
+        exc = _EXCEPTION.search(window, tb)
+        if exc is not None:
+            where = f"@{frames[-1][0]}:{frames[-1][1]}" if frames else ""
+            keys.add(f"exc:{exc.group(1)}{where}")
+    elif not keys and (exc := _EXCEPTION.search(window)) is not None:
+        keys.add(f"exc:{exc.group(1)}")
+    keys.update(f"diag:{f}:{_norm(msg)}" for f, msg in _DIAGNOSTIC.findall(window))
+    keys.update(f"diag:{code}" for code in _RUST_ERROR.findall(window))
+    keys.update(f"diag:{f}:{code}" for f, code in _TSC_ERROR.findall(window))
+    keys.update(f"lint:{_norm(msg)}" for msg in _LINT.findall(window))
+    if not keys:
+        tail = [line for line in window[-600:].splitlines() if line.strip()][-3:]
+        keys.add(f"out:{hash(_norm(' '.join(tail))) & 0xFFFFFFFF:08x}")
+    return frozenset(sorted(keys)[:MAX_FAILURE_KEYS])
+
+
+def _wrapped(window: str) -> bool:
+    return any(mark in window for mark in _WRAPPER_MARKS)
+
+
+def _exit_code(window: str) -> int | None:
+    m = _RETURNCODE.search(window) if "<returncode>" in window else None
+    if m is None and "with exit code" in window:
+        m = _EXIT_LINE.search(window)
+    return None if m is None else int(m.group(1))
+
+
+def _tests_passed(window: str) -> bool:
+    """A test runner's summary of a run with passes (the caller checks no failures)."""
+    for m in _TEST_PASS.finditer(window):
+        line = m.group(1)
+        if line is None or ("failed" not in line and "error" not in line):
+            return True
+    return _CARGO_PASS in window
+
+
+def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
+    """Read one command output (`window` from _window)."""
+    code = _exit_code(window) if wrapped else None
+    body = window
+    command = None
+    if wrapped:
+        if window.startswith(_FORMAT_ERROR):
+            return Observation(True, frozenset({"format_error"}), error_flag=True)
+        aider = _AIDER_RUN.match(window)
+        if aider is not None:
+            command, body = aider.group(1).strip(), "\n" + window[aider.end() :]
+        body = _WRAPPER_LINES.sub("\n", _WRAPPER_TAGS.sub("", body))
+    test_failed = looks_like_test_failure(body)
+    if code is None:  # no exit code: the harness's own words, then the output's shapes
+        failed = is_error or test_failed or _REJECTED.search(body) is not None
+        failed = failed or _TIMED_OUT in body or looks_like_error(body)
+    elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
+        failed = is_error or test_failed or "Traceback (most recent call last)" in body
+    else:  # grep/diff/test answering "no" print nothing: that is not a failure
+        failed = is_error or bool(body.strip())
+    return Observation(
+        failed=failed,
+        failures=_failure_keys(body) if failed else frozenset(),
+        tests_passed=not test_failed and _tests_passed(body),
+        error_flag=is_error or (code is not None and code != 0),
+        command=command,
+    )
+
+
+_observe_memo: dict[tuple[int, int, int, str], Observation | None] = {}
+
+
+Follows = Literal["opening", "reply", "action"]
+"""What a message follows: nothing from the assistant yet, a reply without a
+command, or a reply whose text carries a command (observations.text_action)."""
+
+
+def observe(m: Message, follows: Follows) -> Observation | None:
+    """The Observation a message carries, or None when it is not one.
+
+    A tool result always is one. A user message is one when it follows an
+    assistant reply and carries a known command-output wrapper, or when it follows
+    a text action and reads like command output (a failure or test-run shape);
+    anything else is the user asking. The opening user message is always an ask
+    (SWE-agent's task prompt ends with the same footer its observations do).
+    Memoised by (hash, length, context) of the text.
+    """
+    if m.role == "tool":
+        follows = "action"
+    elif m.role != "user" or follows == "opening":
+        return None
+    text = m.text()
+    key = (hash(text), len(text), (m.role == "tool") | (m.is_error << 1), follows)
+    if key in _observe_memo:
+        return _observe_memo[key]
+    result: Observation | None
+    window = _window(text)
+    wrapped = _wrapped(window)
+    if m.role == "tool":
+        result = _observe(window, m.is_error, wrapped)
+    elif wrapped:
+        result = _observe(window, False, wrapped=True)
+    elif follows == "action" and (looks_failed(text) or _tests_passed(window)):
+        result = _observe(window, False, wrapped=False)
+    else:
+        result = None
+    _remember(_observe_memo, key, result)
+    return result
+
+
+MEMO_LIMIT = 20_000
+"""Entries per classification memo (keys are hashes, so texts are not kept)."""
+
+
+def clear_memos() -> None:
+    """Forget memoised classifications (benchmarks measure the cold path with this)."""
+    _observe_memo.clear()
+    _text_action_memo.clear()
+    call_action.cache_clear()
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= MEMO_LIMIT:
+        # StopIteration/RuntimeError: emptied or resized by another thread meanwhile.
+        with contextlib.suppress(StopIteration, RuntimeError):
+            memo.pop(next(iter(memo)), None)
+    memo[key] = value
+
+
+# ---- the latest turn ----------------------------------------------------------------
+
+
+def latest_turn_bounds(messages: Sequence[Message]) -> tuple[int, int]:
+    """(start, end) of the latest turn: the messages after the last assistant message.
+
+    Walks back from the end, so the cost is the size of the turn, not of the
+    history. Trailing assistant messages are a prefill (a partial answer the
+    client asks the model to continue), not a turn boundary: they are skipped and
+    the turn is the user/tool messages before them. No assistant message at all
+    means the whole conversation is the first turn.
+    """
+    end = len(messages)
+    while end > 0 and messages[end - 1].role == "assistant":
+        end -= 1
+    start = end
+    while start > 0 and messages[start - 1].role != "assistant":
+        start -= 1
+    return start, end
+
+
+def turn_observations(messages: Sequence[Message]) -> list[tuple[Message, Observation]]:
+    """The latest turn's observations: its tool results, and its user messages that
+    are command output (the previous reply's text action decides the context)."""
+    start, end = latest_turn_bounds(messages)
+    follows: Follows = "opening" if start == 0 else follows_reply(messages[start - 1])
+    out: list[tuple[Message, Observation]] = []
+    for m in messages[start:end]:
+        obs = observe(m, follows)
+        if obs is not None:
+            out.append((m, obs))
+        follows = after(follows, m)
+    return out
+
+
+def after(follows: Follows, m: Message) -> Follows:
+    """The context `m` leaves for the next message, given the context it had: only
+    the message right after a text action can answer it."""
+    if m.role == "assistant":
+        return follows_reply(m)
+    return "reply" if follows == "action" else follows
+
+
+def follows_reply(reply: Message) -> Follows:
+    """The context an assistant reply gives the next message."""
+    if not reply.tool_calls and text_action(reply.text()) is not None:
+        return "action"
+    return "reply"

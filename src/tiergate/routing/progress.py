@@ -1,0 +1,258 @@
+"""Session progress: one fold over the messages that says whether the agent is stuck.
+
+Failing is normal work: an agent runs a reproduction that fails before it edits
+anything, edits, then runs the tests, and a test that fails and then passes
+after the next edit is progress. So a failure on its own is no evidence. What
+this fold flags is evidence of *no* progress:
+
+- failure_survives_edits: the same failure (test id, exception type and
+  location, diagnostic) is seen again after `SURVIVAL_STRIKE` edits meant to
+  fix it;
+- repeated_failing_command: the same command fails again with the same failure
+  and no edit in between;
+- edit_revert_cycle: edits undone and redone (an inverse replacement, a file
+  written back to an earlier content, `git checkout --`/`restore`/`stash`/
+  `undo_edit` after edits), `CYCLE_STRIKE` times;
+- diverging_failures: `DIVERSITY_STRIKE` distinct failures after edits with
+  nothing passing in between (no test run passing, no failing command fixed).
+
+Progress (a failing command now succeeding, a test run passing) clears the
+evidence it answers. `Progress` also keeps the agent-state counts (user turns,
+tool calls, tools used, files edited) because they need the same
+action/observation pairing. It reads each message once, in order, so the
+transcript summary extends it incrementally; `progress_of` folds a whole
+request. Pure and bounded: every map has a size limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tiergate.core.model import Message
+from tiergate.routing.observations import (
+    Action,
+    EditKey,
+    Follows,
+    Observation,
+    call_action,
+    observe,
+    shell_action,
+    text_action,
+)
+
+#: Edits a failure must survive (seen again after each) before it strikes.
+SURVIVAL_STRIKE = 2
+#: Occurrences of the same command with the same failure, no edit between.
+MIN_COMMAND_REPEATS = 2
+#: Undo/redo events (reverts, re-applied edits) before they strike.
+CYCLE_STRIKE = 2
+#: Distinct failures after edits, with nothing passing, before they strike.
+DIVERSITY_STRIKE = 4
+#: Entries kept per map (oldest first out): a session's state stays small.
+STATE_LIMIT = 256
+_STUCK_KEPT = 8
+_STASH_RESTORE = re.compile(r"\bstash\s+(?:pop|apply)\b")
+
+
+@dataclass(frozen=True, slots=True)
+class Stuck:
+    """Evidence of no progress raised by the observation at `index`."""
+
+    index: int
+    reason: str
+    detail: str = ""
+
+
+def _bounded_set(d: dict[str, tuple[int, int]], key: str, value: tuple[int, int]) -> None:
+    d.pop(key, None)
+    if len(d) >= STATE_LIMIT:
+        d.pop(next(iter(d)))
+    d[key] = value
+
+
+@dataclass(slots=True)
+class Progress:
+    """The fold's state after some prefix of a conversation's messages."""
+
+    # agent state
+    turns: int = 0
+    tool_calls: int = 0
+    tools_used: set[str] = field(default_factory=set)
+    files_edited: set[str] = field(default_factory=set)
+    last_kind: str | None = None  # role, with text observations counted as "tool"
+    # pairing actions with observations
+    pending_calls: dict[str, Action] = field(default_factory=dict)
+    pending_text: Action | None = None
+    replied: bool = False  # an assistant message has been read
+    # stuck detection
+    edits: int = 0
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (edits, survived)
+    failing: dict[str, tuple[frozenset[str], int, int]] = field(default_factory=dict)
+    applied: set[EditKey] = field(default_factory=set)
+    contents: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    cycles: int = 0
+    diverse: set[frozenset[str]] = field(default_factory=set)
+    edits_at_progress: int = 0
+    stuck: tuple[Stuck, ...] = ()
+
+    def copy(self) -> Progress:
+        """An independent copy (the containers are the mutable parts)."""
+        return dataclasses.replace(
+            self,
+            tools_used=set(self.tools_used),
+            files_edited=set(self.files_edited),
+            pending_calls=dict(self.pending_calls),
+            seen=dict(self.seen),
+            failing=dict(self.failing),
+            applied=set(self.applied),
+            contents=dict(self.contents),
+            diverse=set(self.diverse),
+        )
+
+    def stuck_since(self, index: int) -> list[Stuck]:
+        """Evidence raised by messages at `index` or later."""
+        return [s for s in self.stuck if s.index >= index]
+
+    # ---- reading messages ----------------------------------------------------------
+
+    def add(self, m: Message, index: int) -> None:
+        """Read the message at `index` (messages must come in order)."""
+        follows: Follows = (
+            "action" if self.pending_text is not None else "reply" if self.replied else "opening"
+        )
+        if m.role == "assistant":
+            self.replied = True
+            self.pending_calls = {}
+            for call in m.tool_calls:
+                called = call_action(call.name, call.arguments)
+                self.pending_calls[call.id] = called
+                self.tool_calls += 1
+                self.tools_used.add(call.name)
+                self.files_edited.update(called.paths if called.edit else ())
+            self.pending_text = None if m.tool_calls else text_action(m.text())
+            self.last_kind = "assistant"
+        elif m.role == "tool":
+            obs = observe(m, follows)
+            self.pending_text = None
+            self.last_kind = "tool"
+            if obs is not None:
+                self.step(self.pending_calls.pop(m.tool_call_id or "", None), obs, index)
+        elif m.role == "user":
+            obs = observe(m, follows)
+            action, self.pending_text = self.pending_text, None
+            if obs is None:
+                if self.last_kind != "user":
+                    self.turns += 1
+                self.last_kind = "user"
+                return
+            if action is None and obs.command:
+                action = shell_action(obs.command, "bash")
+            if action is not None:
+                self.tool_calls += 1
+                self.tools_used.add(action.tool)
+                self.files_edited.update(action.paths if action.edit else ())
+            self.last_kind = "tool"
+            self.step(action, obs, index)
+        else:
+            self.pending_text = None
+            if m.role != "system":  # an injected instruction does not split a user turn
+                self.last_kind = m.role
+
+    # ---- one action and its observation --------------------------------------------
+
+    def step(self, action: Action | None, obs: Observation, index: int) -> None:
+        """Fold one action/observation pair; record any evidence of no progress."""
+        if action is not None and action.edit and (action.compound or not obs.failed):
+            self.edits += 1
+            self._edit_cycles(action, index)
+        elif action is not None and action.revert and self.edits and not obs.failed:
+            self._cycle(1, index)
+        signature = action.signature if action is not None else ""
+        if obs.failed:
+            self._failure(signature, action, obs, index)
+            return
+        fixed = self.failing.pop(signature, None)
+        if fixed is not None:
+            for key in fixed[0]:
+                self.seen.pop(key, None)
+            self._progressed()
+        if obs.tests_passed:
+            for key in [k for k in self.seen if k.startswith("test:")]:
+                del self.seen[key]
+            self._progressed()
+
+    def _failure(self, signature: str, action: Action | None, obs: Observation, i: int) -> None:
+        failures = obs.failures
+        before = self.failing.get(signature)
+        repeats = 1
+        if before is not None and before[0] == failures and before[1] == self.edits:
+            repeats = before[2] + 1
+            if repeats >= MIN_COMMAND_REPEATS:
+                name = action.tool if action is not None else "command"
+                self._raise(Stuck(i, "repeated_failing_command", f"{name} x{repeats}"))
+        elif before is not None and failures < before[0]:
+            self._progressed()  # some of what failed now passes
+        self.failing.pop(signature, None)
+        if len(self.failing) >= STATE_LIMIT:
+            self.failing.pop(next(iter(self.failing)))
+        self.failing[signature] = (failures, self.edits, repeats)
+
+        survived_now = 0
+        for key in failures:
+            seen = self.seen.get(key)
+            if seen is None:
+                _bounded_set(self.seen, key, (self.edits, 0))
+            elif self.edits > seen[0]:
+                survived = seen[1] + 1
+                _bounded_set(self.seen, key, (self.edits, survived))
+                survived_now = max(survived_now, survived)
+        if survived_now >= SURVIVAL_STRIKE:
+            self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
+
+        structured = any(not k.startswith("out:") for k in failures)
+        if structured and self.edits > self.edits_at_progress and failures not in self.diverse:
+            if len(self.diverse) < STATE_LIMIT:
+                self.diverse.add(failures)
+            if len(self.diverse) >= DIVERSITY_STRIKE:
+                self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
+
+    def _edit_cycles(self, action: Action, index: int) -> None:
+        events = 1 if action.revert and not _STASH_RESTORE.search(action.signature) else 0
+        for key in action.edit_keys:
+            path, old, new = key
+            if old:
+                if (path, new, old) in self.applied or key in self.applied:
+                    events += 1  # undone, or redone after an undo
+                if len(self.applied) < STATE_LIMIT:
+                    self.applied.add(key)
+            else:
+                history = self.contents.get(path, ())
+                if new in history[:-1]:
+                    events += 1  # written back to an earlier version
+                if path in self.contents or len(self.contents) < STATE_LIMIT:
+                    self.contents[path] = (*history[-7:], new)
+        if events:
+            self._cycle(events, index)
+
+    def _cycle(self, events: int, index: int) -> None:
+        self.cycles += events
+        if self.cycles >= CYCLE_STRIKE:
+            self._raise(Stuck(index, "edit_revert_cycle", f"{self.cycles} undo/redo"))
+
+    def _progressed(self) -> None:
+        self.diverse.clear()
+        self.edits_at_progress = self.edits
+
+    def _raise(self, stuck: Stuck) -> None:
+        self.stuck = (*self.stuck[-(_STUCK_KEPT - 1) :], stuck)
+
+
+def progress_of(messages: Sequence[Message]) -> Progress:
+    """The fold over a whole message list (the transcript summary extends it instead)."""
+    progress = Progress()
+    for i, m in enumerate(messages):
+        progress.add(m, i)
+    return progress
