@@ -4,6 +4,7 @@
                     [--state URL] [--e2e]
     tiergate replay export [--seed N] [--out FILE.jsonl]
     tiergate replay report [--corpus FILE.jsonl] [--out DIR] [--no-e2e] [--state URL]
+    tiergate replay import [--format NAME] PATH... [--out FILE.jsonl] [--labels FILE ...]
 
 Only argument parsing lives here, with no heavy imports, so every other
 `tiergate` command starts as fast as before; the commands themselves are in
@@ -29,6 +30,8 @@ POLICY_NAMES = (
     "escalation",
     "escalation-uncapped",
 )
+#: Log formats `replay import` reads (tiergate.replay.importers.FORMATS, checked by tests).
+IMPORT_FORMATS = ("auto", "mini-swe-agent", "swe-agent", "openhands", "claude-code", "openai")
 
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:
@@ -138,3 +141,54 @@ def add_replay_parser(subparsers: Any) -> None:
         help=f"run only these experiments: {', '.join(EXPERIMENTS)} (default all)",
     )
     rep.set_defaults(func=_lazy("cmd_report"))
+    _add_import(sub)
+
+
+def _add_import(sub: Any) -> None:
+    imp = sub.add_parser(
+        "import",
+        help="turn agent logs into a replay corpus (JSONL)",
+        description="Read agent logs (mini-swe-agent .traj.json, SWE-agent .traj, OpenHands "
+        "output.jsonl or session folders, Claude Code session JSONL, a JSONL of OpenAI chat "
+        "requests) and write replay-corpus sessions: one turn per model call, each with the "
+        "cumulative request the agent sent and the reply. Folders are searched recursively. "
+        "With --labels, a label per session is joined on its key (an instance id where the "
+        "log names one); sessions with a --hard-label get every turn marked needs_strong.",
+    )
+    imp.add_argument("paths", nargs="+", metavar="PATH", help="log files or folders")
+    imp.add_argument(
+        "--format",
+        default="auto",
+        choices=IMPORT_FORMATS,
+        help="log format (default: detect per file)",
+    )
+    imp.add_argument("--out", metavar="FILE.jsonl", default="-", help="output (default stdout)")
+    imp.add_argument("--labels", metavar="FILE", help="CSV, JSON or JSONL of key -> label")
+    imp.add_argument("--label-key", metavar="COLUMN", help="key column (default the first)")
+    imp.add_argument("--label-column", metavar="COLUMN", help="label column (default the second)")
+    imp.add_argument(
+        "--hard-label",
+        action="append",
+        default=[],
+        metavar="LABEL",
+        help="a label (or bucket) whose sessions need the strong tier (repeatable)",
+    )
+    imp.add_argument(
+        "--bucket",
+        action="append",
+        default=[],
+        metavar="LABEL=BUCKET",
+        help="report a label under this archetype name (repeatable)",
+    )
+    imp.add_argument(
+        "--only",
+        action="append",
+        default=[],
+        metavar="COLUMN=VALUE",
+        help="keep only label rows with this column value, e.g. in_verified=false (repeatable)",
+    )
+    imp.add_argument(
+        "--labelled-only", action="store_true", help="drop sessions the labels file does not name"
+    )
+    imp.add_argument("--no-progress", action="store_true", help="no progress bar")
+    imp.set_defaults(func=_lazy("cmd_import"))

@@ -88,6 +88,66 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pairs(items: list[str], flag: str) -> dict[str, str] | None:
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            print(f"{flag} takes KEY=VALUE, got {item!r}", file=sys.stderr)
+            return None
+        out[key] = value
+    return out
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from tiergate.replay.importers import ImportStats, UnknownFormat, import_sessions
+    from tiergate.replay.importers.labels import Labels, load_labels
+
+    buckets, only = _pairs(args.bucket, "--bucket"), _pairs(args.only, "--only")
+    if buckets is None or only is None:
+        return 2
+    labels: Labels | None = None
+    if args.labels:
+        try:
+            labels = load_labels(
+                args.labels, args.label_key, args.label_column, args.hard_label, buckets, only
+            )
+        except (OSError, ValueError) as err:
+            print(f"--labels: {err}", file=sys.stderr)
+            return 2
+    stats = ImportStats()
+    out = sys.stdout.buffer if args.out == "-" else open(args.out, "wb")  # noqa: SIM115
+    bar = tqdm(unit="file", desc="import", disable=not _show_progress(args), file=sys.stderr)
+    try:
+        sessions = import_sessions(
+            args.paths,
+            args.format,
+            labels,
+            keep_unlabelled=not args.labelled_only,
+            stats=stats,
+            progress=bar.update,
+        )
+        write_corpus(sessions, out)
+    except UnknownFormat as err:
+        print(err, file=sys.stderr)
+        return 2
+    finally:
+        bar.close()
+        if out is not sys.stdout.buffer:
+            out.close()
+    print(
+        f"imported {stats.sessions} sessions from {stats.files} inputs"
+        + (f" ({stats.skipped_unlabelled} unlabelled left out)" if stats.skipped_unlabelled else "")
+        + (f" ({stats.skipped_empty} with no model call)" if stats.skipped_empty else ""),
+        file=sys.stderr,
+    )
+    for problem in stats.failed[:20]:
+        print(f"  skipped {problem}", file=sys.stderr)
+    return 1 if stats.failed and not stats.sessions else 0
+
+
 def cmd_replay(args: argparse.Namespace) -> int:
     from tiergate.replay.pipeline import run_policies, store_for
 

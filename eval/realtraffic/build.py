@@ -1,0 +1,282 @@
+"""Build the real-traffic development corpus from public agent trajectories.
+
+Three public runs on SWE-bench Lite, pinned by repository and commit (see
+docs/real-traffic.md for licences and counts):
+
+- coder (text protocol): NL2Code/CodeR @ d6346834, trajs/*.traj (SWE-agent
+  format, multi-agent);
+- mini-deepseek (tool-call): SWE-agent/mini-swe-agent @ 3c7d1d7f (a commit of
+  pull request #816), output/deepseek_bench1/*.traj.json (the same files were
+  committed again as output/deepseek_chat_test_1-100 in ec0e8e84: one run);
+- openhands-glm (tool-call): ergt10/openhands_swebench @ 3f8ba937,
+  .eval_sessions/sessions/*/events/*.json.
+
+Each session is joined to the human fix-time label of its SWE-bench instance
+(/work/shared/data/swebench-difficulty/difficulty.csv). SWE-bench Verified
+instances (`in_verified=true`) are HELD OUT and are dropped at the join,
+before any trajectory is read into the corpus. Buckets: `<15 min fix` ->
+easy, `15 min - 1 hour` -> medium, `1-4 hours` and `>4 hours` -> hard; every
+turn of a hard session is `needs_strong` (session-level ground truth).
+
+OpenHands' session folders do not name their instance: a session is matched
+to its instance by its issue text, indexed from the CodeR and mini-swe-agent
+trajectories (which do name theirs) of the same SWE-bench Lite split.
+
+    python -m eval.realtraffic.build --repos DIR --out DIR
+
+`--repos` holds a git clone (or bare mirror) of each repository, named
+`owner+name` or `name`. Output: one corpus per protocol,
+`realtraffic-text.jsonl` and `realtraffic-tool-call.jsonl`, and
+`manifest.csv` (session, source, instance, label, bucket, turns; no content).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import re
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+from tqdm import tqdm
+
+from tiergate.replay.corpus import write_corpus
+from tiergate.replay.importers import ImportStats, import_sessions
+from tiergate.replay.importers.labels import Labels, load_labels
+from tiergate.replay.importers.transcript import Transcript
+
+DEFAULT_LABELS = Path("/work/shared/data/swebench-difficulty/difficulty.csv")
+BUCKETS = {
+    "<15 min fix": "easy",
+    "15 min - 1 hour": "medium",
+    "1-4 hours": "hard",
+    ">4 hours": "hard",
+}
+HARD = ("hard",)
+
+
+@dataclass(frozen=True)
+class Source:
+    name: str
+    repo: str
+    commit: str
+    prefix: str
+    """Folder in the commit whose files are the trajectories."""
+    pattern: str
+    """Regex a trajectory's path must match (relative to the repository)."""
+    fmt: str
+
+
+SOURCES = (
+    Source(
+        "coder",
+        "NL2Code/CodeR",
+        "d63468344bc215bbabb8f0c1ba4af24897a946df",
+        "trajs",
+        r"\.traj$",
+        "swe-agent",
+    ),
+    Source(
+        "mini-deepseek",
+        "SWE-agent/mini-swe-agent",
+        "3c7d1d7f8fb8630b187744215f67470b6755f60c",
+        "output/deepseek_bench1",
+        r"\.traj\.json$",
+        "mini-swe-agent",
+    ),
+    Source(
+        "openhands-glm",
+        "ergt10/openhands_swebench",
+        "3f8ba937f9e13afa16e8596c497becbe6a52154c",
+        ".eval_sessions/sessions",
+        r"/events/\d+\.json$",
+        "openhands",
+    ),
+)
+
+
+def git_dir(repos: Path, repo: str) -> Path:
+    owner, name = repo.split("/")
+    for candidate in (repos / f"{owner}+{name}" / "repo", repos / f"{owner}+{name}", repos / name):
+        if candidate.exists():
+            return candidate
+    raise SystemExit(f"{repo}: no clone under {repos} (tried {owner}+{name} and {name})")
+
+
+def _git(gd: Path, *args: str) -> bytes:
+    return subprocess.run(["git", "-C", str(gd), *args], check=True, capture_output=True).stdout
+
+
+def checkout(src: Source, repos: Path, into: Path) -> tuple[Path, int]:
+    """Write the source's trajectories under `into`; returns their root and count."""
+    gd = git_dir(repos, src.repo)
+    names = _git(gd, "ls-tree", "-r", "-z", "--name-only", src.commit, "--", src.prefix)
+    paths = [p for p in names.decode().split("\0") if p and re.search(src.pattern, p)]
+    # `cat-file --batch` streams every blob through one process.
+    proc = subprocess.Popen(
+        ["git", "-C", str(gd), "cat-file", "--batch"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    written = 0
+    for p in tqdm(paths, desc=f"extract {src.name}", unit="file", file=sys.stderr):
+        proc.stdin.write(f"{src.commit}:{p}\n".encode())
+        proc.stdin.flush()
+        header = proc.stdout.readline().split()
+        if len(header) < 3 or header[1] != b"blob":
+            continue  # a file the snapshot lacks (large files are left out of it)
+        data = proc.stdout.read(int(header[2]))
+        proc.stdout.read(1)
+        target = into / src.name / p
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        written += 1
+    proc.stdin.close()
+    proc.wait()
+    return into / src.name / src.prefix, written
+
+
+_SPACE = re.compile(r"\s+")
+_ISSUE_ENDS = ("</issue_description>", "</pr_description>")
+_ISSUE_MARKERS = ("ISSUE:\n", "Consider the following PR description:\n", "<issue_description>\n")
+
+
+def issue_key(text: str) -> str | None:
+    """The first 80 characters of an issue text, whitespace collapsed: a join key."""
+    for marker in _ISSUE_MARKERS:
+        i = text.find(marker)
+        if i >= 0:
+            issue = text[i + len(marker) :]
+            for end in _ISSUE_ENDS:
+                issue = issue.split(end, 1)[0]
+            return _SPACE.sub(" ", issue).strip()[:80]
+    return None
+
+
+def first_user_text(t: Transcript) -> str:
+    return next((str(m["content"]) for _, m in t.messages if m["role"] == "user"), "")
+
+
+def issue_index(roots: list[Path]) -> dict[str, str]:
+    """Issue key -> instance id, from trajectories that name their instance."""
+    from tiergate.replay.importers import FORMATS, expand
+
+    index: dict[str, str] = {}
+    for root in roots:
+        for path, fmt in expand([root]):
+            for t in FORMATS[fmt].load(path):
+                key = issue_key(first_user_text(t))
+                if key:
+                    index.setdefault(key, t.key)
+    return index
+
+
+def build(
+    repos: Path,
+    out: Path,
+    labels_path: Path,
+    work: Path,
+    sources: tuple[Source, ...] = SOURCES,
+) -> dict[str, Any]:
+    labels: Labels = load_labels(
+        labels_path,
+        "instance_id",
+        "difficulty",
+        hard=HARD,
+        buckets=BUCKETS,
+        include={"in_verified": "false"},  # Verified is held out
+    )
+    roots: dict[str, Path] = {}
+    for src in sources:
+        roots[src.name], n = checkout(src, repos, work)
+        print(f"{src.name}: {n} files from {src.repo}@{src.commit[:8]}", file=sys.stderr)
+    index = issue_index([roots[s.name] for s in sources if s.fmt != "openhands"])
+
+    def by_issue(t: Transcript) -> str | None:
+        key = issue_key(first_user_text(t))
+        return index.get(key) if key else None
+
+    out.mkdir(parents=True, exist_ok=True)
+    files = {p: open(out / f"realtraffic-{p}.jsonl", "wb") for p in ("text", "tool-call")}  # noqa: SIM115
+    manifest: list[dict[str, Any]] = []
+    counts: Counter[tuple[str, str, str]] = Counter()
+    try:
+        for src in sources:
+            stats = ImportStats()
+            bar = tqdm(desc=f"import {src.name}", unit="file", file=sys.stderr)
+            docs = import_sessions(
+                [roots[src.name]],
+                src.fmt,
+                labels,
+                keep_unlabelled=False,
+                key_of=by_issue if src.fmt == "openhands" else None,
+                stats=stats,
+                progress=bar.update,
+            )
+            for doc in docs:
+                doc["session_id"] = f"{src.name}/{doc['session_id']}"
+                doc["source"]["file"] = doc["source"]["file"].split(f"{src.name}/", 1)[-1]
+                doc["source"]["dataset"] = f"{src.repo}@{src.commit}"
+                protocol = doc["source"]["protocol"]
+                write_corpus([doc], files[protocol])
+                counts[(protocol, src.name, doc["archetype"])] += 1
+                manifest.append(
+                    {
+                        "session_id": doc["session_id"],
+                        "source": src.name,
+                        "protocol": protocol,
+                        "instance_id": doc["source"]["key"],
+                        "label": doc["label"],
+                        "bucket": doc["archetype"],
+                        "turns": len(doc["turns"]),
+                    }
+                )
+            bar.close()
+            print(
+                f"{src.name}: {stats.sessions} labelled sessions, "
+                f"{stats.skipped_unlabelled} left out (Verified or unlabelled or unmatched), "
+                f"{len(stats.failed)} unreadable",
+                file=sys.stderr,
+            )
+    finally:
+        for fh in files.values():
+            fh.close()
+    with open(out / "manifest.csv", "w", newline="", encoding="utf-8") as mf:
+        writer = csv.DictWriter(mf, fieldnames=list(manifest[0]) if manifest else ["session_id"])
+        writer.writeheader()
+        writer.writerows(manifest)
+    summary = {f"{p}/{s}/{b}": n for (p, s, b), n in sorted(counts.items())}
+    (out / "summary.json").write_bytes(orjson.dumps(summary, option=orjson.OPT_INDENT_2))
+    return summary
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m eval.realtraffic.build",
+        description="Build the real-traffic replay corpus (SWE-bench Lite agent trajectories "
+        "labelled with human fix-time estimates; SWE-bench Verified held out).",
+    )
+    p.add_argument("--repos", type=Path, required=True, help="folder of the source git clones")
+    p.add_argument("--out", type=Path, default=Path("realtraffic"), help="output folder")
+    p.add_argument("--labels", type=Path, default=DEFAULT_LABELS, help="difficulty.csv")
+    p.add_argument("--work", type=Path, help="where to extract trajectories (default: temp)")
+    args = p.parse_args(argv)
+    if args.work:
+        summary = build(args.repos, args.out, args.labels, args.work)
+    else:
+        with tempfile.TemporaryDirectory(prefix="realtraffic-") as tmp:
+            summary = build(args.repos, args.out, args.labels, Path(tmp))
+    for key, n in summary.items():
+        print(f"{key}: {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

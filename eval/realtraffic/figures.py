@@ -1,0 +1,302 @@
+"""Escalation figures per corpus and agent protocol, re-runnable with one command.
+
+    python -m eval.realtraffic.figures --corpus-dir realtraffic
+
+Replays each corpus through the real engine (`tiergate replay`'s own
+pipeline) under the shipped capped `escalation` policy, `escalation-uncapped`
+and `always-frontier-affinity` (the cost baseline), split by agent protocol:
+
+- the synthetic default corpus (tiergate.replay.generator, seeded);
+- the independent synthetic corpus (eval.realtraffic.independent; held out);
+- the real-traffic development corpus (eval.realtraffic.build), if built.
+
+Writes docs/real-traffic-figures.json, the figure
+docs/figures/real-traffic-escalation.png, and rewrites the section of
+docs/real-traffic.md between the `figures:begin` / `figures:end` markers,
+stamped with the date and commit measured at.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import gc
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from eval.realtraffic import independent
+from tiergate.replay.corpus import archetype_rank, load_corpus
+from tiergate.replay.generator import generate_corpus
+from tiergate.replay.pipeline import prepare, run_policies
+
+POLICIES = ("escalation", "escalation-uncapped", "always-frontier-affinity")
+ENGINE_POLICIES = POLICIES[:2]
+BASELINE = "always-frontier-affinity"
+REAL_ORDER = ("easy", "medium", "hard")
+#: Report order of buckets that are not SWE-bench's or the default generator's.
+OTHER_ORDER = ("chore", "long_chore", "deep_bug", "design")
+ROOT = Path(__file__).resolve().parents[2]
+DOC = ROOT / "docs" / "real-traffic.md"
+BEGIN, END = "<!-- figures:begin -->", "<!-- figures:end -->"
+
+
+@dataclass
+class Corpus:
+    name: str
+    held_out: bool
+    load: Callable[[], list[dict[str, Any]]]
+
+
+def protocol_of(doc: dict[str, Any]) -> str:
+    source = doc.get("source") or {}
+    if isinstance(source.get("protocol"), str):
+        return str(source["protocol"])
+    for turn in doc["turns"]:
+        if any(m.get("role") == "tool" for m in turn["request"]["messages"]):
+            return "tool-call"
+    return "text"
+
+
+def _loader(path: Path) -> Callable[[], list[dict[str, Any]]]:
+    return lambda: load_corpus(path)
+
+
+def corpora(corpus_dir: Path | None) -> list[Corpus]:
+    out = [
+        Corpus("synthetic default (tiergate replay)", False, lambda: generate_corpus()),
+        Corpus("independent synthetic (held out)", True, lambda: independent.generate()),
+    ]
+    if corpus_dir is not None:
+        for protocol in ("text", "tool-call"):
+            path = corpus_dir / f"realtraffic-{protocol}.jsonl"
+            if path.exists():
+                out.append(Corpus("real SWE-bench Lite (dev)", False, _loader(path)))
+    return out
+
+
+def _bucket_rank(name: str) -> tuple[int, int]:
+    if name in REAL_ORDER:
+        return (0, REAL_ORDER.index(name))
+    if name in OTHER_ORDER:
+        return (1, OTHER_ORDER.index(name))
+    return (2, archetype_rank(name))
+
+
+def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per policy: totals and per-bucket escalation for one protocol's sessions."""
+    prep = prepare(sessions, "figures")
+    doc = asyncio.run(run_policies(prep, list(POLICIES)))
+    baseline = doc["policies"][BASELINE]["cost_per_1k_sessions"]
+    rows: dict[str, Any] = {}
+    for name in ENGINE_POLICIES:
+        p = doc["policies"][name]
+        buckets = {
+            a: {
+                "sessions": v["sessions"],
+                "hard_sessions": v["hard_sessions"],
+                "escalated": v["sessions_escalated"],
+                "first_escalation_turn_median": v["first_escalation_turn_median"],
+            }
+            for a, v in sorted(p["archetypes"].items(), key=lambda kv: _bucket_rank(kv[0]))
+        }
+        rows[name] = {
+            "sessions": p["sessions"],
+            "turns": p["turns"],
+            "hard_sessions": p["hard_sessions"],
+            "escalated": p["sessions_escalated"],
+            "false_positive_sessions": p["false_positive_sessions"],
+            "hard_turn_coverage": p["hard_turn_coverage"],
+            "first_escalation_turn_median": p["first_escalation_turn_median"],
+            "cost_per_1k_sessions": p["cost_per_1k_sessions"],
+            "cost_vs_frontier_affinity": round(p["cost_per_1k_sessions"] / baseline, 4)
+            if baseline
+            else None,
+            "buckets": buckets,
+        }
+    return rows
+
+
+def framework_of(doc: dict[str, Any]) -> str:
+    return str((doc.get("source") or {}).get("framework") or "-")
+
+
+def _groups(sessions: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(protocol, framework, sessions): per protocol, then per framework if it has several."""
+    out = []
+    by_protocol: dict[str, list[dict[str, Any]]] = {}
+    for s in sessions:
+        by_protocol.setdefault(protocol_of(s), []).append(s)
+    for protocol, group in sorted(by_protocol.items()):
+        out.append((protocol, "all", group))
+        frameworks = sorted({framework_of(s) for s in group})
+        if len(frameworks) > 1:
+            for fw in frameworks:
+                out.append((protocol, fw, [s for s in group if framework_of(s) == fw]))
+    return out
+
+
+def run_all(corpus_dir: Path | None, split_frameworks: bool = True) -> list[dict[str, Any]]:
+    results = []
+    for c in corpora(corpus_dir):
+        sessions = c.load()
+        for protocol, framework, group in _groups(sessions):
+            if framework != "all" and (not split_frameworks or c.name.startswith("independent")):
+                continue
+            print(f"{c.name} / {protocol} / {framework}: {len(group)} sessions", file=sys.stderr)
+            results.append(
+                {
+                    "corpus": c.name,
+                    "held_out": c.held_out,
+                    "protocol": protocol,
+                    "framework": framework,
+                    "policies": measure(group),
+                }
+            )
+        del sessions
+        gc.collect()
+    return results
+
+
+def _protocol(r: dict[str, Any]) -> str:
+    return r["protocol"] if r["framework"] == "all" else f"{r['protocol']} ({r['framework']})"
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.1f} %"
+
+
+def _buckets(b: dict[str, Any]) -> str:
+    return "; ".join(f"{a} {v['escalated']}/{v['sessions']}" for a, v in b.items())
+
+
+def _first(b: dict[str, Any]) -> str:
+    return (
+        "; ".join(
+            f"{a} {v['first_escalation_turn_median']}"
+            for a, v in b.items()
+            if v["first_escalation_turn_median"] is not None
+        )
+        or "-"
+    )
+
+
+def markdown(results: list[dict[str, Any]], stamp: str, figure: str) -> str:
+    lines = [
+        BEGIN,
+        "",
+        f"_Generated by `python -m eval.realtraffic.figures` — {stamp}._",
+        "",
+        "| corpus | protocol (agents) | policy "
+        "| sessions escalated per bucket (escalated/sessions) "
+        "| false-positive sessions | hard-turn coverage | first escalation turn (median) "
+        "| cost vs always-frontier-affinity |",
+        "|---|---|---|---|---:|---:|---|---:|",
+    ]
+    for r in results:
+        for name, p in r["policies"].items():
+            lines.append(
+                f"| {r['corpus']} | {_protocol(r)} | `{name}` | {_buckets(p['buckets'])} "
+                f"| {p['false_positive_sessions']} of {p['sessions'] - p['hard_sessions']} "
+                f"| {_pct(p['hard_turn_coverage'])} | {_first(p['buckets'])} "
+                f"| {_pct(p['cost_vs_frontier_affinity'])} |"
+            )
+    lines += ["", f"![sessions escalated per bucket]({figure})", "", END]
+    return "\n".join(lines)
+
+
+def plot(results: list[dict[str, Any]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    panels = [r for r in results if r["framework"] == "all"]
+    fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 3.8), sharey=True)
+    for ax, r in zip(axes if len(panels) > 1 else [axes], panels, strict=True):
+        names = list(r["policies"]["escalation"]["buckets"])
+        x = range(len(names))
+        for offset, (policy, colour) in enumerate(
+            (("escalation", "#4c72b0"), ("escalation-uncapped", "#dd8452"))
+        ):
+            b = r["policies"][policy]["buckets"]
+            share = [
+                100 * b[n]["escalated"] / b[n]["sessions"] if b[n]["sessions"] else 0 for n in names
+            ]
+            ax.bar(
+                [i + 0.38 * offset for i in x],
+                share,
+                width=0.38,
+                color=colour,
+                label="capped (shipped)" if offset == 0 else "uncapped",
+            )
+        ax.set_xticks([i + 0.19 for i in x])
+        ax.set_xticklabels([n.replace("_", "\n") for n in names], fontsize=7)
+        ax.set_title(f"{r['corpus'].split(' (')[0]}\n{r['protocol']}", fontsize=8)
+        ax.set_ylim(0, 100)
+    axes_list = axes if len(panels) > 1 else [axes]
+    axes_list[0].set_ylabel("sessions escalated (%)")
+    axes_list[0].legend(fontsize=7, loc="upper left")
+    fig.suptitle("Sessions escalated per difficulty bucket", fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130)
+    plt.close(fig)
+
+
+def _commit() -> str:
+    out = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return (out.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def _replace_section(text: str, section: str) -> str:
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        return head + section + rest.split(END, 1)[1]
+    return text.rstrip() + "\n\n" + section + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(
+        prog="python -m eval.realtraffic.figures",
+        description="Replay the synthetic, independent and real corpora through the engine "
+        "(capped and uncapped) and write docs/real-traffic figures.",
+    )
+    p.add_argument("--corpus-dir", type=Path, help="output folder of eval.realtraffic.build")
+    p.add_argument("--json", type=Path, default=ROOT / "docs" / "real-traffic-figures.json")
+    p.add_argument(
+        "--figure", type=Path, default=ROOT / "docs" / "figures" / "real-traffic-escalation.png"
+    )
+    p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/real-traffic.md")
+    args = p.parse_args(argv)
+    results = run_all(args.corpus_dir)
+    stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {_commit()}"
+    args.json.write_bytes(
+        orjson.dumps({"measured": stamp, "results": results}, option=orjson.OPT_INDENT_2) + b"\n"
+    )
+    plot(results, args.figure)
+    section = markdown(results, stamp, f"figures/{args.figure.name}")
+    if not args.no_doc:
+        DOC.write_text(
+            _replace_section(DOC.read_text(encoding="utf-8") if DOC.exists() else "", section),
+            encoding="utf-8",
+        )
+    print(section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
