@@ -36,9 +36,21 @@ from tiergate.replay.corpus import archetype_rank, load_corpus
 from tiergate.replay.generator import generate_corpus
 from tiergate.replay.pipeline import prepare, run_policies
 
-POLICIES = ("escalation", "escalation-uncapped", "always-frontier-affinity")
-ENGINE_POLICIES = POLICIES[:2]
+POLICIES = (
+    "escalation",
+    "escalation-uncapped",
+    "escalation-learned",
+    "escalation-learned-uncapped",
+    "always-frontier-affinity",
+)
+ENGINE_POLICIES = POLICIES[:4]
 BASELINE = "always-frontier-affinity"
+PLOTTED = (
+    ("escalation", "#4c72b0", "lexical, capped (shipped)"),
+    ("escalation-uncapped", "#dd8452", "lexical, uncapped"),
+    ("escalation-learned", "#55a868", "learned, capped"),
+    ("escalation-learned-uncapped", "#c44e52", "learned, uncapped"),
+)
 REAL_ORDER = ("easy", "medium", "hard")
 #: Report order of buckets that are not SWE-bench's or the default generator's.
 OTHER_ORDER = ("chore", "long_chore", "deep_bug", "design")
@@ -222,21 +234,13 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, r in zip(axes if len(panels) > 1 else [axes], panels, strict=True):
         names = list(r["policies"]["escalation"]["buckets"])
         x = range(len(names))
-        for offset, (policy, colour) in enumerate(
-            (("escalation", "#4c72b0"), ("escalation-uncapped", "#dd8452"))
-        ):
+        for offset, (policy, colour, label) in enumerate(PLOTTED):
             b = r["policies"][policy]["buckets"]
             share = [
                 100 * b[n]["escalated"] / b[n]["sessions"] if b[n]["sessions"] else 0 for n in names
             ]
-            ax.bar(
-                [i + 0.38 * offset for i in x],
-                share,
-                width=0.38,
-                color=colour,
-                label="capped (shipped)" if offset == 0 else "uncapped",
-            )
-        ax.set_xticks([i + 0.19 for i in x])
+            ax.bar([i + 0.2 * offset for i in x], share, width=0.2, color=colour, label=label)
+        ax.set_xticks([i + 0.3 for i in x])
         ax.set_xticklabels([n.replace("_", "\n") for n in names], fontsize=7)
         ax.set_title(f"{r['corpus'].split(' (')[0]}\n{r['protocol']}", fontsize=8)
         ax.set_ylim(0, 100)

@@ -38,10 +38,12 @@ from tiergate.routing.escalation import (
     EscalationSnapshot,
 )
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
+from tiergate.routing.session_scorer import features as session_features
+from tiergate.routing.session_scorer import shipped as shipped_session_scorer
 from tiergate.routing.strikes import request_strikes, response_strikes
 from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
-from tiergate.routing.transcript import TranscriptCache
+from tiergate.routing.transcript import TranscriptCache, TranscriptSummary
 from tiergate.state import StateStore, is_shared_backend
 from tiergate.state.base import StateUnavailable, Write
 
@@ -205,7 +207,16 @@ class Planner:
 
         if esc_on:
             decision = self._decide_tier(
-                req, headers, workspace, request_id, router, scope, candidates, pools, state.snap
+                req,
+                headers,
+                workspace,
+                request_id,
+                router,
+                scope,
+                candidates,
+                pools,
+                state.snap,
+                transcript,
             )
             plan.decision = decision
             plan.tier = decision.serve_tier
@@ -313,18 +324,25 @@ class Planner:
         candidates: list[strategies.Candidate],
         pools: TierPools,
         snap: EscalationSnapshot,
+        transcript: TranscriptSummary,
     ) -> EscalationDecision:
         """The tier for this turn (pure over the snapshot). Unidentified sessions
         (no scope) are served base, get no header, and still count as router
         traffic for the share cap."""
         strong = set(pools.strong)
         base = set(pools.base)
+        score = delta_score(req)
+        reasons: tuple[tuple[str, float], ...] = ()
+        if router.escalation.scorer == "learned":
+            x = session_features(transcript, score)
+            score = shipped_session_scorer().score(x)
+            reasons = tuple(shipped_session_scorer().reasons(x).items())
         inputs = EscalationInputs(
             router=router,
             scope=scope,
             request_id=turn_key(req),
             now=self.clock(),
-            delta_score=delta_score(req),
+            delta_score=score,
             request_strikes=request_strikes(req),
             tier_header=headers.get("x-orcarouter-tier"),
             escalate_header=headers.get("x-orcarouter-escalate"),
@@ -332,6 +350,7 @@ class Planner:
             workspace_cap_percent=workspace.share_cap_percent,
             strong_available=any(c.name in strong for c in candidates),
             base_available=any(c.name in base for c in candidates),
+            score_reasons=reasons,
         )
         return escalation.resolve_escalation(inputs, snap)
 
@@ -478,5 +497,7 @@ def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:
             "strike_count": ev.strike_count,
             "router_share": ev.router_share,
             "workspace_share": ev.workspace_share,
+            "scorer": ev.scorer,
+            "score_reasons": dict(ev.score_reasons),
         },
     }
