@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,7 +37,6 @@ from tiergate.routing.output_shapes import (
     SCAN_HEAD,
     SCAN_TAIL,
     looks_failed,
-    looks_like_error,
     looks_like_test_failure,
 )
 
@@ -309,13 +309,13 @@ _LINT = re.compile(r"\n- ([A-Z]\d+ \S.{0,60})(?=\n|$)")  # SWE-agent's flake8 su
 _AIDER_RUN = re.compile(r"\nI ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
 _FORMAT_ERROR = "\nPlease always provide EXACTLY ONE action"  # mini-swe-agent
 
-_TEST_PASS = re.compile(
-    r"\n(?:=+ ([^\n]*\b\d+ passed\b[^\n]*) =+(?=\n|$)"  # pytest (checked for failures below)
+_TEST_PASS = re.compile(  # a test runner's summary of a run with passes
+    r"\n(?:=+ (?=[^\n]*\d passed\b)([^\n]*)"  # pytest (checked for failures below)
     r"|Ran \d+ tests? in [\d.]+s\n+OK\b"  # unittest
     r"|ok[^\S\n]+\S+[^\S\n]+[\d.]+s"  # go test
+    r"|test result: ok\."  # cargo
     r"|Tests:[^\S\n]+\d+ passed, \d+ total)"  # jest
 )
-_CARGO_PASS = "test result: ok."
 _TEST_ID = re.compile(
     r"\n(?:(?:FAILED|ERROR) (\S+::\S+)"  # pytest short summary
     r"|(?:FAIL|ERROR): (\w+) \(([\w.]+)\)"  # unittest
@@ -371,6 +371,13 @@ def _norm(text: str) -> str:
     return " ".join(_DIGITS.sub("0", text).split())
 
 
+KEY_WINDOW_CHARS = 2048
+"""Failure identities are read from the output's first and last 2 KB: summaries,
+tracebacks and diagnostics print there, and a smaller window keeps the key
+patterns cheap on a long log."""
+_KEY_MATCHES = 16  # matches read per pattern: a 300-test failure needs no more
+
+
 def failure_keys(output: str) -> frozenset[str]:
     """The identity of a failure: what failed and where, without the volatile parts
     (line numbers, values, addresses), so the same failure after an unrelated edit
@@ -378,8 +385,14 @@ def failure_keys(output: str) -> frozenset[str]:
     return _failure_keys(_window(output))
 
 
+def _matches(pattern: re.Pattern[str], window: str) -> list[tuple[str, ...]]:
+    return [m.groups() for m in itertools.islice(pattern.finditer(window), _KEY_MATCHES)]
+
+
 def _failure_keys(window: str) -> frozenset[str]:
-    keys = {"test:" + "".join(g for g in m.groups() if g) for m in _TEST_ID.finditer(window)}
+    if len(window) > 2 * KEY_WINDOW_CHARS:
+        window = window[:KEY_WINDOW_CHARS] + "\n" + window[-KEY_WINDOW_CHARS:]
+    keys = {"test:" + "".join(g for g in groups if g) for groups in _matches(_TEST_ID, window)}
     tb = window.rfind("Traceback (most recent call last)")
     if tb >= 0:
         frames = _FRAME.findall(window, tb)
@@ -389,18 +402,28 @@ def _failure_keys(window: str) -> frozenset[str]:
             keys.add(f"exc:{exc.group(1)}{where}")
     elif not keys and (exc := _EXCEPTION.search(window)) is not None:
         keys.add(f"exc:{exc.group(1)}")
-    keys.update(f"diag:{f}:{_norm(msg)}" for f, msg in _DIAGNOSTIC.findall(window))
-    keys.update(f"diag:{code}" for code in _RUST_ERROR.findall(window))
-    keys.update(f"diag:{f}:{code}" for f, code in _TSC_ERROR.findall(window))
-    keys.update(f"lint:{_norm(msg)}" for msg in _LINT.findall(window))
+    keys.update(f"diag:{f}:{_norm(msg)}" for f, msg in _matches(_DIAGNOSTIC, window))
+    if "\nerror[" in window:
+        keys.update(f"diag:{code}" for (code,) in _matches(_RUST_ERROR, window))
+    if "): error TS" in window:
+        keys.update(f"diag:{f}:{code}" for f, code in _matches(_TSC_ERROR, window))
+    if "\n- " in window:
+        keys.update(f"lint:{_norm(msg)}" for (msg,) in _matches(_LINT, window))
     if not keys:
         tail = [line for line in window[-600:].splitlines() if line.strip()][-3:]
         keys.add(f"out:{hash(_norm(' '.join(tail))) & 0xFFFFFFFF:08x}")
     return frozenset(sorted(keys)[:MAX_FAILURE_KEYS])
 
 
-def _wrapped(window: str) -> bool:
-    return any(mark in window for mark in _WRAPPER_MARKS)
+WRAPPER_EDGE_CHARS = 512
+"""Wrappers sit at an output's start or end: only those are searched for them."""
+
+
+def _wrapped(text: str) -> bool:
+    if len(text) > 2 * WRAPPER_EDGE_CHARS:
+        text = text[:WRAPPER_EDGE_CHARS] + "\n" + text[-WRAPPER_EDGE_CHARS:]
+    text = "\n" + text
+    return any(mark in text for mark in _WRAPPER_MARKS)
 
 
 def _exit_code(window: str) -> int | None:
@@ -411,12 +434,13 @@ def _exit_code(window: str) -> int | None:
 
 
 def _tests_passed(window: str) -> bool:
-    """A test runner's summary of a run with passes (the caller checks no failures)."""
+    """A test runner's summary of a run with passes; a pytest summary that also
+    counts failures or errors is not one (the caller also checks failure shapes)."""
     for m in _TEST_PASS.finditer(window):
         line = m.group(1)
         if line is None or ("failed" not in line and "error" not in line):
             return True
-    return _CARGO_PASS in window
+    return False
 
 
 def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
@@ -431,10 +455,11 @@ def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
         if aider is not None:
             command, body = aider.group(1).strip(), "\n" + window[aider.end() :]
         body = _WRAPPER_LINES.sub("\n", _WRAPPER_TAGS.sub("", body))
-    test_failed = looks_like_test_failure(body)
-    if code is None:  # no exit code: the harness's own words, then the output's shapes
-        failed = is_error or test_failed or _REJECTED.search(body) is not None
-        failed = failed or _TIMED_OUT in body or looks_like_error(body)
+    shaped = looks_failed(body)  # an error or test-failure shape: one search
+    test_failed = shaped and looks_like_test_failure(body)
+    if code is None:  # no exit code: the output's shapes, then the harness's own words
+        failed = is_error or shaped or _REJECTED.search(body) is not None
+        failed = failed or (wrapped and _TIMED_OUT in body)
     elif code == 0:  # `pytest | tail` exits 0: the runner's own words still count
         failed = is_error or test_failed or "Traceback (most recent call last)" in body
     else:  # grep/diff/test answering "no" print nothing: that is not a failure
@@ -476,7 +501,7 @@ def observe(m: Message, follows: Follows) -> Observation | None:
         return _observe_memo[key]
     result: Observation | None
     window = _window(text)
-    wrapped = _wrapped(window)
+    wrapped = _wrapped(text)
     if m.role == "tool":
         result = _observe(window, m.is_error, wrapped)
     elif wrapped:

@@ -51,8 +51,9 @@ MIN_COMMAND_REPEATS = 2
 CYCLE_STRIKE = 2
 #: Distinct failures after edits, with nothing passing, before they strike.
 DIVERSITY_STRIKE = 4
-#: Entries kept per map (oldest first out): a session's state stays small.
-STATE_LIMIT = 256
+#: Entries kept per map (oldest first out): a session's state stays small (a few
+#: KB; commands and failure sets are kept as hashes).
+STATE_LIMIT = 64
 _STUCK_KEPT = 8
 _STASH_RESTORE = re.compile(r"\bstash\s+(?:pop|apply)\b")
 
@@ -90,11 +91,12 @@ class Progress:
     # stuck detection
     edits: int = 0
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (edits, survived)
-    failing: dict[str, tuple[frozenset[str], int, int]] = field(default_factory=dict)
+    # hash of a command -> (its last failure, edits then, times in a row)
+    failing: dict[int, tuple[frozenset[str], int, int]] = field(default_factory=dict)
     applied: set[EditKey] = field(default_factory=set)
     contents: dict[str, tuple[int, ...]] = field(default_factory=dict)
     cycles: int = 0
-    diverse: set[frozenset[str]] = field(default_factory=set)
+    diverse: set[int] = field(default_factory=set)  # hashes of failure sets
     edits_at_progress: int = 0
     stuck: tuple[Stuck, ...] = ()
     # behaviour counts the learned session scorer reads (routing.session_scorer)
@@ -184,7 +186,7 @@ class Progress:
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:
             self._cycle(1, index)
-        signature = action.signature if action is not None else ""
+        signature = hash(action.signature) if action is not None else 0
         if obs.failed:
             self._failure(signature, action, obs, index)
             return
@@ -198,7 +200,7 @@ class Progress:
                 del self.seen[key]
             self._progressed()
 
-    def _failure(self, signature: str, action: Action | None, obs: Observation, i: int) -> None:
+    def _failure(self, signature: int, action: Action | None, obs: Observation, i: int) -> None:
         failures = obs.failures
         before = self.failing.get(signature)
         repeats = 1
@@ -227,9 +229,10 @@ class Progress:
             self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
 
         structured = any(not k.startswith("out:") for k in failures)
-        if structured and self.edits > self.edits_at_progress and failures not in self.diverse:
+        identity = hash(failures)
+        if structured and self.edits > self.edits_at_progress and identity not in self.diverse:
             if len(self.diverse) < STATE_LIMIT:
-                self.diverse.add(failures)
+                self.diverse.add(identity)
             if len(self.diverse) >= DIVERSITY_STRIKE:
                 self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
 

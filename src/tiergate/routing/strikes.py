@@ -91,7 +91,7 @@ class ProgressCache:
     out. A miss only costs a full fold.
     """
 
-    def __init__(self, limit: int = 20_000) -> None:
+    def __init__(self, limit: int = 10_000) -> None:
         self.limit = limit
         self._by_prefix: dict[tuple[int, int], Progress] = {}
 
