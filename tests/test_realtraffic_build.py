@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -25,6 +26,8 @@ def _git(repo: Path, *args: str) -> str:
 @pytest.fixture
 def repos(tmp_path: Path) -> Path:
     if shutil.which("git") is None:
+        if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
+            pytest.fail("git is not installed and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
         pytest.skip("git is not installed")
     repo = tmp_path / "repos" / "demo+runs"
     (repo / "trajs").mkdir(parents=True)

@@ -130,6 +130,8 @@ def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
             "cost_vs_frontier_affinity": round(p["cost_per_1k_sessions"] / baseline, 4)
             if baseline
             else None,
+            "triggers": p["triggers"],
+            "denied_turns": p["denied_turns"],
             "buckets": buckets,
         }
     return rows
@@ -188,6 +190,11 @@ def _buckets(b: dict[str, Any]) -> str:
     return "; ".join(f"{a} {v['escalated']}/{v['sessions']}" for a, v in b.items())
 
 
+def _triggers(p: dict[str, Any]) -> str:
+    found = ", ".join(f"{k} {v}" for k, v in sorted(p["triggers"].items())) or "none"
+    return f"{found}; {p['denied_turns']} denied"
+
+
 def _first(b: dict[str, Any]) -> str:
     return (
         "; ".join(
@@ -208,8 +215,8 @@ def markdown(results: list[dict[str, Any]], stamp: str, figure: str) -> str:
         "| corpus | protocol (agents) | policy "
         "| sessions escalated per bucket (escalated/sessions) "
         "| false-positive sessions | hard-turn coverage | first escalation turn (median) "
-        "| cost vs always-frontier-affinity |",
-        "|---|---|---|---|---:|---:|---|---:|",
+        "| cost vs always-frontier-affinity | escalations by trigger; turns denied by a cap |",
+        "|---|---|---|---|---:|---:|---|---:|---|",
     ]
     for r in results:
         for name, p in r["policies"].items():
@@ -217,7 +224,7 @@ def markdown(results: list[dict[str, Any]], stamp: str, figure: str) -> str:
                 f"| {r['corpus']} | {_protocol(r)} | `{name}` | {_buckets(p['buckets'])} "
                 f"| {p['false_positive_sessions']} of {p['sessions'] - p['hard_sessions']} "
                 f"| {_pct(p['hard_turn_coverage'])} | {_first(p['buckets'])} "
-                f"| {_pct(p['cost_vs_frontier_affinity'])} |"
+                f"| {_pct(p['cost_vs_frontier_affinity'])} | {_triggers(p)} |"
             )
     lines += ["", f"![sessions escalated per bucket]({figure})", "", END]
     return "\n".join(lines)
