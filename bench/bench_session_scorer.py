@@ -5,8 +5,9 @@ synthetic corpus (`tiergate replay`'s generator), parsed by the gateway's codec.
 Per turn it times, in one run:
 
 - lexical: `difficulty.delta_score(req)` (what `escalation.scorer: lexical` costs);
-- learned: `delta_score(req)` + `session_scorer.features(summary, delta)` + `score`
-  + `reasons` (what `escalation.scorer: learned` adds in `_decide_tier`);
+- learned: `delta_score(req)` + `session_scorer.explain(summary, delta)` (features,
+  score, lexical floor, reasons: what `escalation.scorer: learned` runs in
+  `_decide_tier`);
 - summary: `transcript.summarize(req, previous)`, the running summary the planner
   keeps for every session whatever the scorer (shown for context: both pay it).
 
@@ -26,7 +27,7 @@ from tiergate.core.model import ChatRequest
 from tiergate.formats.openai import parse_request
 from tiergate.replay.generator import generate_corpus
 from tiergate.routing.difficulty import delta_score
-from tiergate.routing.session_scorer import features, shipped
+from tiergate.routing.session_scorer import explain
 from tiergate.routing.transcript import TranscriptSummary, summarize
 
 
@@ -50,7 +51,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="fewer sessions and repeats")
     args = ap.parse_args(argv)
     repeat = 20 if args.quick else 200
-    scorer = shipped()
     rows: dict[str, list[float]] = {"lexical": [], "learned": [], "summary": []}
     depth_learned: list[tuple[int, float]] = []
     for reqs in sessions(3 if args.quick else 10):
@@ -60,8 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             summary = summarize(req, prior)
 
             def learned(req: ChatRequest = req, summary: TranscriptSummary = summary) -> object:
-                x = features(summary, delta_score(req))
-                return scorer.score(x), scorer.reasons(x)
+                return explain(summary, delta_score(req))
 
             rows["lexical"].append(_per_call_us(lambda req=req: delta_score(req), repeat))
             rows["learned"].append(_per_call_us(learned, repeat))

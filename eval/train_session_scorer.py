@@ -14,8 +14,10 @@ Model: L2 logistic regression (Newton's method, numpy), standardised features.
 A session is escalated by the difficulty trigger when two consecutive turns
 score at or above the threshold, as in the engine; the threshold is the lowest
 that keeps the training easy sessions under `--easy-rate` and every non-hard
-synthetic session below it. The bias is then shifted so that this threshold
-reads 0.55 (the shipped `escalation.delta_t2`).
+synthetic session below it (chosen on the model's score alone). The bias is
+then shifted so that this threshold reads 0.55 (the shipped
+`escalation.delta_t2`). Evaluated, as the engine reads it, is the model's
+score floored at the turn's lexical score (`session_score`).
 
 Evaluation: leave-one-repository-out cross-validation on the real sessions
 (no SWE-bench repository is in both a training and a test fold; the synthetic
@@ -242,22 +244,37 @@ def lexical_fired(d: Extracted) -> np.ndarray:
     return trigger_peak(d.delta, d.session, len(d.session_id)) >= SHIPPED_THRESHOLD
 
 
-def cross_validate(real: Extracted, synth: Extracted, l2: float, easy_rate: float) -> np.ndarray:
+def shipped_scale(z: np.ndarray, thr: float) -> np.ndarray:
+    """Scores on the engine's scale: the chosen logit threshold reads SHIPPED_THRESHOLD."""
+    shift = math.log(SHIPPED_THRESHOLD / (1 - SHIPPED_THRESHOLD)) - thr
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z + shift, -40, 40))))
+
+
+def cross_validate(
+    real: Extracted, synth: Extracted, l2: float, easy_rate: float
+) -> tuple[np.ndarray, dict[str, list[float]]]:
     """Leave-one-repository-out: each real session scored by a model that never saw
-    its repository. Returns per-session fired flags."""
+    its repository. Returns per-session fired flags and per-turn fold-out scores
+    (on the engine's scale, by session id) for the engine replay."""
     fired = np.zeros(len(real.session_id), dtype=bool)
+    scores: dict[str, list[float]] = {}
     groups = sorted(set(real.group.tolist()))
     for g in tqdm(groups, desc="folds (leave one repository out)", unit="fold"):
         held = real.group == g
         model, thr = train(merge([subset(real, ~held), synth]), l2, easy_rate)
         test = subset(real, held)
-        peak = trigger_peak(logits(model, test.x), test.session, len(test.session_id))
-        fired[np.flatnonzero(held)] = peak >= thr
-    return fired
+        z = logits(model, test.x)
+        p = np.maximum(shipped_scale(z, thr), test.delta)  # as session_score
+        fired[np.flatnonzero(held)] = (
+            trigger_peak(p, test.session, len(test.session_id)) >= SHIPPED_THRESHOLD
+        )
+        for s, sid in enumerate(test.session_id):
+            scores[str(sid)] = [round(float(v), 5) for v in p[test.session == s]]
+    return fired, scores
 
 
 def artifact(model: dict[str, Any], thr: float, d: Extracted, args: argparse.Namespace) -> dict:
-    shift = math.log(SHIPPED_THRESHOLD / (1 - SHIPPED_THRESHOLD)) - thr
+    shift = math.log(SHIPPED_THRESHOLD / (1 - SHIPPED_THRESHOLD)) - thr  # as shipped_scale
     counts = {
         f"{p}/{b}": int(((d.protocol == p) & (d.bucket == b)).sum())
         for p in sorted(set(d.protocol.tolist()))
@@ -304,16 +321,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ARTIFACT_PATH, help="artifact path")
     ap.add_argument("--report", type=Path, help="write the evaluation JSON here")
     ap.add_argument("--no-write", action="store_true", help="evaluate only")
+    ap.add_argument(
+        "--foldout-scores",
+        type=Path,
+        help="write per-turn fold-out scores of the real sessions (JSON, numbers only) for "
+        "`python -m eval.realtraffic.figures --learned-scores`",
+    )
     args = ap.parse_args(argv)
 
     data = load_all(args.corpus_dir, args.cache_dir)
     real = merge([data["text"], data["tool-call"]])
     synth, held = data["synthetic"], data["independent"]
-    foldout = cross_validate(real, synth, args.l2, args.easy_rate)
+    foldout, foldout_scores = cross_validate(real, synth, args.l2, args.easy_rate)
+    if args.foldout_scores:
+        args.foldout_scores.write_text(json.dumps(foldout_scores) + "\n")
     model, thr = train(merge([real, synth]), args.l2, args.easy_rate)
 
     def final(d: Extracted) -> np.ndarray:
-        return trigger_peak(logits(model, d.x), d.session, len(d.session_id)) >= thr
+        p = np.maximum(shipped_scale(logits(model, d.x), thr), d.delta)  # as session_score
+        return trigger_peak(p, d.session, len(d.session_id)) >= SHIPPED_THRESHOLD
 
     report = {
         "trigger_only": "difficulty trigger alone (2 consecutive turns >= threshold), no caps, "

@@ -126,3 +126,44 @@ async def test_reasons_reach_the_audit_row_as_names_and_numbers() -> None:
     row = audit_row(ev, SimpleNamespace(decision=None, extras={}))  # type: ignore[arg-type]
     assert row["detail"]["scorer"] == "learned"
     assert row["detail"]["score_reasons"] == {"failure_share": 0.8, "lexical_delta": 0.4}
+
+
+def test_learned_score_never_reads_below_the_lexical_score() -> None:
+    summary = summarize(ChatRequest(model="m", messages=_session()))
+    for lexical in (0.0, 0.3, 0.99):
+        score, reasons = session_scorer.explain(summary, lexical)
+        assert score == session_scorer.session_score(summary, lexical) >= lexical
+        assert all(isinstance(k, str) and isinstance(v, float) for k, v in reasons.items())
+    assert session_scorer.explain(summary, 0.99)[1] == {"lexical_floor": 0.99}
+
+
+def test_gateway_with_the_learned_scorer_escalates_a_session_that_turns_hard() -> None:
+    """Real HTTP: openai SDK -> gateway (`scorer: learned`) -> simulator."""
+    from servers import ServerThread, gateway_config
+    from test_escalation_e2e import EASY, STRONG, WEAK, _hard_turn, _send, _user
+    from tiergate.app import create_app
+    from tiergate.config import parse_config
+    from tiergate.sim.app import create_sim_app
+
+    with ServerThread(create_sim_app()) as sim:
+        router = {
+            "name": "coding",
+            "allowed_models": ["openai/*", "anthropic/*"],
+            "strategy": "gated_adaptive",
+            "weak_pool": [WEAK],
+            "mid_pool": [WEAK],
+            "strong_pool": [STRONG],
+            "default_model": WEAK,
+            "escalation": {"mode": "auto", "share_cap_percent": 50, "scorer": "learned"},
+        }
+        with ServerThread(
+            create_app(parse_config(gateway_config(sim.url, routers=[router])))
+        ) as gw:
+            messages: list[dict[str, object]] = [{"role": "system", "content": "Coding agent."}]
+            tiers = []
+            for text in [EASY[0], EASY[1], _hard_turn(1), _hard_turn(2), EASY[2]]:
+                messages.append(_user(text))
+                tiers.append(_send(gw, "learned-turns-hard", messages)[1])
+    assert tiers[:2] == ["base", "base"]
+    assert "strong; reason=difficulty" in tiers[2:4]
+    assert tiers[4] == "strong"

@@ -38,8 +38,7 @@ from tiergate.routing.escalation import (
     EscalationSnapshot,
 )
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
-from tiergate.routing.session_scorer import features as session_features
-from tiergate.routing.session_scorer import shipped as shipped_session_scorer
+from tiergate.routing.session_scorer import explain as explain_session_score
 from tiergate.routing.strikes import request_strikes, response_strikes
 from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
@@ -334,9 +333,8 @@ class Planner:
         score = delta_score(req)
         reasons: tuple[tuple[str, float], ...] = ()
         if router.escalation.scorer == "learned":
-            x = session_features(transcript, score)
-            score = shipped_session_scorer().score(x)
-            reasons = tuple(shipped_session_scorer().reasons(x).items())
+            score, why = explain_session_score(transcript, score)
+            reasons = tuple(why.items())
         inputs = EscalationInputs(
             router=router,
             scope=scope,

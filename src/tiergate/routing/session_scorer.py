@@ -15,7 +15,9 @@ and shipped as a versioned JSON artifact (artifacts/session_scorer_v1.json):
 feature names, standardisation, weights, and a bias placed so that the
 operating point chosen on the training folds sits at the shipped delta
 threshold (escalation.delta_t2, 0.55). The engine's difficulty trigger and the
-percentile threshold then work unchanged on either score.
+percentile threshold then work unchanged on either score. The score the
+engine reads is the model's, floored at the latest turn's lexical score
+(`session_score`).
 
 Request-time cost is a fixed ~20-term dot product over counters the summary
 already keeps, plus the task-text statistics computed once per session when
@@ -202,5 +204,19 @@ def shipped() -> SessionScorer:
 
 
 def session_score(summary: TranscriptSummary, lexical_delta: float) -> float:
-    """The shipped scorer's score of a session so far (0..1, trigger at delta_t2)."""
-    return shipped().score(features(summary, lexical_delta))
+    """The score `escalation.scorer: learned` feeds the engine (0..1, trigger at
+    delta_t2): the shipped model's, floored at the latest turn's lexical score. The
+    floor keeps a routine session that turns hard in one turn (whose cumulative
+    features barely move) escalating as it does under the lexical scorer."""
+    return max(shipped().score(features(summary, lexical_delta)), lexical_delta)
+
+
+def explain(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, dict[str, float]]:
+    """`session_score` and its reasons for the audit event: the model's top
+    contributions, or `lexical_floor` when the lexical score is the higher."""
+    scorer = shipped()
+    x = features(summary, lexical_delta)
+    learned = scorer.score(x)
+    if lexical_delta > learned:
+        return lexical_delta, {"lexical_floor": round(lexical_delta, 3)}
+    return learned, scorer.reasons(x)
