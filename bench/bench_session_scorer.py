@@ -22,6 +22,7 @@ import argparse
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 
 from tiergate.core.model import ChatRequest
 from tiergate.formats.openai import parse_request
@@ -62,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             def learned(req: ChatRequest = req, summary: TranscriptSummary = summary) -> object:
                 return explain(summary, delta_score(req))
 
-            rows["lexical"].append(_per_call_us(lambda req=req: delta_score(req), repeat))
+            rows["lexical"].append(_per_call_us(partial(delta_score, req), repeat))
             rows["learned"].append(_per_call_us(learned, repeat))
             rows["summary"].append(
-                _per_call_us(lambda req=req, p=prior: summarize(req, p), max(repeat // 10, 2))
+                _per_call_us(partial(summarize, req, prior), max(repeat // 10, 2))
             )
             depth_learned.append((len(req.messages), rows["learned"][-1] - rows["lexical"][-1]))
             previous = summary

@@ -28,6 +28,7 @@ beside the lexical delta score under the same rule and its shipped threshold.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import sys
@@ -100,7 +101,7 @@ def load_all(corpus_dir: Path, cache: Path) -> dict[str, Extracted]:
         with tqdm(desc=f"real {protocol}", unit="session") as bar:
             out[protocol] = cached(
                 cache / f"real-{protocol}.npz",
-                lambda src=src, bar=bar: extract(stream_jsonl(src), True, bar.update),
+                functools.partial(extract, stream_jsonl(src), True, bar.update),
             )
     with tqdm(desc="synthetic default", unit="session") as bar:
         out["synthetic"] = cached(
