@@ -292,3 +292,10 @@ def test_plain_prose_is_never_an_observation(text: str) -> None:
     for follows in contexts:
         assert observe(user(text), follows) is None
     assert text_action(text) is None
+
+
+def test_stash_run_pop_is_a_check_not_a_revert() -> None:
+    action = text_action(bash("git stash && pytest -q; git stash pop"))
+    assert action is not None and not action.revert
+    stash = text_action(bash("git stash"))
+    assert stash is not None and stash.revert

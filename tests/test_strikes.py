@@ -273,6 +273,8 @@ def test_an_edit_undone_and_redone_strikes() -> None:
     restore = call("r", "bash", command="git checkout -- a.py")
     r = loop((fwd, "ok"), (restore, ""), (fwd, "ok"), (restore, ""))
     assert reasons(r) == ["edit_revert_cycle"]
+    passing = loop((fwd, "ok"), (back, "ok"), (TEST, PYTEST_PASS), (fwd, "ok"))
+    assert reasons(passing) == []  # the count restarts after progress
 
 
 def test_new_failures_after_each_edit_with_nothing_passing_strike() -> None:

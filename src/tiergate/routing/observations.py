@@ -148,6 +148,7 @@ _REVERT = re.compile(
     r"|\bundo_edit\b",
     re.MULTILINE,
 )
+_STASH_RESTORE = re.compile(r"\bstash\s+(?:pop|apply)\b")  # stash, run, pop: a check
 _SED_SUBST = re.compile(  # sed -i 's/old/new/g' file
     r"\bsed\s+(?:-\w+\s+)*-i\S*\s+(?:-e\s+)?(['\"])s(.)(.*?)\2(.*?)\2\w*\1\s+(\S+)"
 )
@@ -183,7 +184,7 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
         compound=_STEP_SEPARATOR.search(steps) is not None,
         paths=tuple(paths),
         edit_keys=tuple(keys),
-        revert=_REVERT.search(command) is not None,
+        revert=_REVERT.search(command) is not None and _STASH_RESTORE.search(command) is None,
     )
 
 

@@ -12,7 +12,7 @@ this fold flags is evidence of *no* progress:
   and no edit in between;
 - edit_revert_cycle: edits undone and redone (an inverse replacement, a file
   written back to an earlier content, `git checkout --`/`restore`/`stash`/
-  `undo_edit` after edits), `CYCLE_STRIKE` times;
+  `undo_edit` after edits), `CYCLE_STRIKE` times since the last progress;
 - diverging_failures: `DIVERSITY_STRIKE` distinct failures after edits with
   nothing passing in between (no test run passing, no failing command fixed).
 
@@ -27,7 +27,6 @@ request. Pure and bounded: every map has a size limit.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -55,7 +54,6 @@ DIVERSITY_STRIKE = 4
 #: KB; commands and failure sets are kept as hashes).
 STATE_LIMIT = 64
 _STUCK_KEPT = 8
-_STASH_RESTORE = re.compile(r"\bstash\s+(?:pop|apply)\b")
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +235,7 @@ class Progress:
                 self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
 
     def _edit_cycles(self, action: Action, index: int) -> None:
-        events = 1 if action.revert and not _STASH_RESTORE.search(action.signature) else 0
+        events = 1 if action.revert else 0
         for key in action.edit_keys:
             path, old, new = key
             if old:
@@ -262,6 +260,7 @@ class Progress:
     def _progressed(self) -> None:
         self.steps_since_progress = 0
         self.diverse.clear()
+        self.cycles = 0
         self.edits_at_progress = self.edits
 
     def _raise(self, stuck: Stuck) -> None:
