@@ -48,7 +48,7 @@ from eval.requestlevel_metrics import (
     within_domain_auroc,
 )
 from tiergate.config import Thresholds
-from tiergate.routing import linucb
+from tiergate.routing import learned, linucb
 from tiergate.routing.difficulty import full_transcript_features, score
 from tiergate.routing.strategies import Candidate, StrategyContext
 
@@ -143,30 +143,43 @@ class Scored:
     contexts: list[np.ndarray]
     requests: list[Any]
     prompt_tokens: np.ndarray
+    learned: np.ndarray  # the learned request scorer's score (routing.learned)
+    chars: np.ndarray  # prompt length, the baseline every scorer must beat
 
 
 def score_prompts(prompts: Sequence[str], show: bool = True) -> Scored:
-    """Full-transcript difficulty and the linucb context vector of each prompt."""
-    scores, contexts, requests, tokens = [], [], [], []
+    """Difficulty, learned score and the linucb context vector of each prompt."""
+    scores, contexts, requests, tokens, learned_scores = [], [], [], [], []
+    scorer = learned.load_scorer()
     for text in common.progress(prompts, "scoring prompts", len(prompts), show):
         req = common.user_request(text)
         features = full_transcript_features(req)
         scores.append(score(features))
-        contexts.append(linucb.context_vector_for(req, features))
+        learned_scores.append(scorer.score(req))
+        contexts.append(linucb.context_vector_for(req, features, learned_score=learned_scores[-1]))
         requests.append(req)
         tokens.append(features.prompt_tokens)
-    return Scored(np.array(scores), contexts, requests, np.array(tokens))
+    chars = np.array([len(p) for p in prompts], dtype=np.float64)
+    return Scored(np.array(scores), contexts, requests, np.array(tokens),
+                  np.array(learned_scores), chars)  # fmt: skip
 
 
-def gated_decisions(scored: Scored, thresholds: Sequence[float], show: bool = True) -> np.ndarray:
-    """gated_adaptive's pick for every prompt at every t2 (True = strong model)."""
+def gated_decisions(
+    scored: Scored,
+    thresholds: Sequence[float],
+    show: bool = True,
+    strategy: str = "gated_adaptive",
+    scores: np.ndarray | None = None,
+) -> np.ndarray:
+    """A banding strategy's pick for every prompt at every t2 (True = strong model)."""
     cands = [WEAK, STRONG]
-    out = np.zeros((len(scored.scores), len(thresholds)), dtype=bool)
-    for j, t2 in enumerate(common.progress(thresholds, "gated_adaptive t2 sweep", None, show)):
-        router = common.two_model_router("gated_adaptive", WEAK.name, STRONG.name, t2=t2)
-        for i, (req, s) in enumerate(zip(scored.requests, scored.scores, strict=True)):
+    values = scored.scores if scores is None else scores
+    out = np.zeros((len(values), len(thresholds)), dtype=bool)
+    for j, t2 in enumerate(common.progress(thresholds, f"{strategy} t2 sweep", None, show)):
+        router = common.two_model_router(strategy, WEAK.name, STRONG.name, t2=t2)
+        for i, (req, s) in enumerate(zip(scored.requests, values, strict=True)):
             ctx = StrategyContext(request=req, router=router, score=float(s))
-            out[i, j] = common.first_choice("gated_adaptive", cands, ctx) == STRONG.name
+            out[i, j] = common.first_choice(strategy, cands, ctx) == STRONG.name
     return out
 
 
@@ -288,6 +301,13 @@ def run(
     gated = _summarise(
         "gated_adaptive", "t2", [gated_decisions(scored, thresholds, show)], thresholds, data, draws
     )
+    learned_grid = threshold_grid(scored.learned, bins)
+    learned_decisions = gated_decisions(scored, learned_grid, show, "learned", scored.learned)
+    learned_router = _summarise("learned", "t2", [learned_decisions], learned_grid, data, draws)
+    length_grid = [float(c) for c in np.quantile(scored.chars, np.linspace(0, 1, bins + 1))]
+    length_grid[-1] = float(np.nextafter(length_grid[-1], np.inf))
+    length_decisions = np.stack([scored.chars >= t for t in length_grid], axis=1)
+    length = _summarise("prompt_length", "chars", [length_decisions], length_grid, data, draws)
 
     runs = [(seed, cw) for seed in range(seeds) for cw in cost_weights]
     per_seed: list[list[np.ndarray]] = [[] for _ in range(seeds)]
@@ -320,7 +340,7 @@ def run(
         "weak_accuracy": weak_acc,
         "strong_accuracy": strong_acc,
         "settings": {"bins": bins, "seeds": seeds, "alpha": alpha, "random_iters": random_iters},
-        "routers": [_result_json(r) for r in (gated, bandit, rand)],
+        "routers": [_result_json(r) for r in (learned_router, gated, bandit, length, rand)],
         "optimal": {
             "apgr": apgr(oracle_points, weak_acc, strong_acc),
             "cpt50": cpt(oracle_points, weak_acc, strong_acc, 0.5),
@@ -455,6 +475,8 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "gated_adaptive": (common.OKABE_ITO["blue"], "o", "-"),
     "linucb": (common.OKABE_ITO["vermillion"], "s", "--"),
     "random": (common.OKABE_ITO["black"], "^", ":"),
+    "learned": (common.OKABE_ITO["orange"], "D", "-"),
+    "prompt_length": (common.OKABE_ITO["purple"], "v", "--"),
     "optimal": (common.OKABE_ITO["green"], "x", "-."),
 }
 
@@ -507,9 +529,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.5, help="linucb exploration alpha")
     parser.add_argument("--random-iters", type=int, default=10, help="random router runs")
     parser.add_argument("--limit", type=int, default=None, help="seeded subset (quick runs)")
+    parser.add_argument(
+        "--subjects",
+        choices=("all", "train", "held-out"),
+        default="all",
+        help="the learned scorer's subject split (eval.train_request_scorer)",
+    )
     args = parser.parse_args(argv)
 
     data = load_mmlu(args.data)
+    if args.subjects != "all":
+        from eval.train_request_scorer import held_out_subjects
+
+        held = set(held_out_subjects(sorted(set(data.domains))))
+        keep = [(d in held) == (args.subjects == "held-out") for d in data.domains]
+        data = data.subset(np.flatnonzero(keep))
     if args.limit is not None and args.limit < len(data):
         pick = np.sort(np.random.default_rng(0).choice(len(data), args.limit, replace=False))
         data = data.subset(pick)
@@ -517,6 +551,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
         random_iters=args.random_iters, show=not args.quiet,
     )  # fmt: skip
+    results["subjects"] = args.subjects
     out: Path = args.out
     common.write_json(out / "results.json", results)
     plot_curves(results, out / "mmlu_curve.png")

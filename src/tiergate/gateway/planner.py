@@ -28,7 +28,7 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
 from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
-from tiergate.routing import affinity, escalation, linucb, strategies
+from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
@@ -218,7 +218,11 @@ class Planner:
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
             plan.bandit_x = ctx.bandit_context()
 
+        if bands.banded(router):
+            ctx.thresholds = bands.band_thresholds(router, state.band_scores)
         ranked = self._rank(router, candidates, ctx, state, plan.tier, pin_router)
+        if ctx.score is not None and bands.uses_percentile_bands(router):
+            plan.extras["band_score"] = ctx.score  # feeds the percentile edges at commit
         if state.pins is not None and ranked:
             plan.pins = state.pins_for(plan.tier)
             if pin_router is not None:
@@ -258,7 +262,11 @@ class Planner:
         per-turn cost independent of conversation length.
         """
         strategy = router.strategy
-        if strategy == "gated_adaptive" and pin_router is not None and state.pins is not None:
+        if (
+            strategy in ("gated_adaptive", "learned")
+            and pin_router is not None
+            and state.pins is not None
+        ):
             pinned = state.pins_for(tier).model
             if pinned is not None and any(c.name == pinned for c in candidates):
                 strategy = "balanced"
@@ -344,6 +352,13 @@ class Planner:
             await self._commit_escalation(plan, outcome, served_tier, pins)
         elif pins:
             await affinity.write_pins(self.store, pins)
+        band_score = plan.extras.get("band_score")
+        if plan.router is not None and band_score is not None:
+            incr = bands.band_score_incr(plan.router, band_score, self.clock())
+            try:
+                await self.store.apply_batch([], [incr])
+            except StateUnavailable:
+                log.warning("band score for router %s not recorded", plan.router.name)
         if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
             assert plan.bandit_x is not None
             reward = linucb.reward(outcome.success, outcome.cost)
