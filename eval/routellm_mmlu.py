@@ -38,6 +38,7 @@ from eval.requestlevel_metrics import (
     bootstrap_apgr,
     cpt,
     curve_from_decisions,
+    linear_fit_scores,
     mean_or_none,
     optimal_accuracy,
     pgr,
@@ -66,9 +67,16 @@ DEFAULTS = Thresholds()
 OUTPUT_TOKENS = 1
 """RouteLLM generated these answers with max_new_tokens=1 (mmlu/generate_responses.py)."""
 
-DEFAULT_COST_WEIGHTS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), a broad grid from 0
-to 10 fixed in advance, not fitted to this data."""
+DEFAULT_COST_WEIGHTS: tuple[float, ...] = (
+    *(round(0.1 * i, 1) for i in range(31)),
+    5.0,
+    10.0,
+)
+"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), 0 to 3 in steps of
+0.1, then 5 and 10. The first grid (0, 0.1, 0.2, 0.4, 0.7, 1, 1.5, 2, 3, 5, 10) left
+no point between 0.7 and 1.0, where this pair's share of strong calls falls from
+80 % to a few per cent, so its curves were two clusters joined by a straight line;
+the denser grid is a sweep resolution, the same for every stream order, not a fit."""
 
 
 # ---- data --------------------------------------------------------------------------------
@@ -190,17 +198,22 @@ def linucb_prequential(
     order: np.ndarray,
     cost_weight: float,
     alpha: float,
+    per_call: bool = False,
 ) -> np.ndarray:
     """One online pass: per prompt, choose with the current arms, score, then update.
 
     Returns the decisions (True = strong) indexed by prompt. The reward is
     `linucb.reward` (1 if correct, minus cost_weight x the saturating cost penalty);
-    the cost is the candidate's list price for the prompt's tokens plus one output token.
+    the cost is the candidate's list price for the prompt's tokens plus one output token,
+    or with `per_call` for the data set's mean prompt size: a price per call, the cost
+    model APGR itself uses (every strong call counts the same), so the reward does
+    not penalise long prompts, which are the ones that need the strong model.
     """
     cands: list[Candidate] = [WEAK, STRONG]
     router = common.two_model_router("linucb", WEAK.name, STRONG.name, alpha=alpha)
     arms = {c.name: linucb.LinUCBArm.fresh() for c in cands}
     chose_strong = np.zeros(len(order), dtype=bool)
+    mean_tokens = round(float(np.mean(scored.prompt_tokens)))
     for i in order:
         x = scored.contexts[i]
         ctx = StrategyContext(
@@ -214,7 +227,8 @@ def linucb_prequential(
         is_strong = pick == STRONG.name
         correct = bool(strong[i] if is_strong else weak[i])
         model = STRONG if is_strong else WEAK
-        cost = model.estimated_cost(int(scored.prompt_tokens[i]), OUTPUT_TOKENS)
+        tokens = mean_tokens if per_call else int(scored.prompt_tokens[i])
+        cost = model.estimated_cost(tokens, OUTPUT_TOKENS)
         r = linucb.reward(correct, cost, cost_weight=cost_weight)
         arms[pick] = linucb.update(arms[pick], x, r)
         chose_strong[i] = is_strong
@@ -262,8 +276,7 @@ def _summarise(
     """APGR and CPT per run (each curve anchored at its endpoints), then their means.
 
     Per run, not on a mean curve: linucb's runs at one cost weight can land at
-    opposite ends (all-weak in one stream order, all-strong in another), and their
-    average would be an operating point no run reached.
+    opposite ends, and their average would be an operating point no run reached.
     """
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     curves = [curve_from_decisions(d, data.weak, data.strong, params) for d in decision_sets]
@@ -291,6 +304,7 @@ def run(
     random_iters: int = 10,
     cost_weights: Sequence[float] = DEFAULT_COST_WEIGHTS,
     draws: int = 500,
+    per_call: bool = False,
     show: bool = True,
 ) -> dict[str, Any]:
     """Score, route and summarise; returns the JSON-ready results."""
@@ -313,7 +327,9 @@ def run(
     per_seed: list[list[np.ndarray]] = [[] for _ in range(seeds)]
     for seed, cw in common.progress(runs, "linucb prequential runs", len(runs), show):
         order = np.random.default_rng(seed).permutation(n)
-        per_seed[seed].append(linucb_prequential(scored, data.weak, data.strong, order, cw, alpha))
+        per_seed[seed].append(
+            linucb_prequential(scored, data.weak, data.strong, order, cw, alpha, per_call)
+        )
     bandit = _summarise(
         "linucb", "cost_weight", [np.stack(d, axis=1) for d in per_seed], cost_weights, data, draws
     )
@@ -324,6 +340,11 @@ def run(
         rng = np.random.default_rng(1000 + it)
         random_sets.append(np.stack([rng.random(n) < p for p in probabilities], axis=1))
     rand = _summarise("random", "p", random_sets, probabilities, data, draws, averaged=True)
+
+    fit = linear_fit_scores(np.stack(scored.contexts), data.weak, data.strong)
+    fit_grid = threshold_grid(fit, bins)
+    fit_decisions = np.stack([fit >= t for t in fit_grid], axis=1)
+    linear = _summarise("linear_fit", "threshold", [fit_decisions], fit_grid, data, draws)
 
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     oracle_points = [
@@ -340,7 +361,7 @@ def run(
         "weak_accuracy": weak_acc,
         "strong_accuracy": strong_acc,
         "settings": {"bins": bins, "seeds": seeds, "alpha": alpha, "random_iters": random_iters},
-        "routers": [_result_json(r) for r in (learned_router, gated, bandit, length, rand)],
+        "routers": [_result_json(r) for r in (learned_router, gated, bandit, linear, length, rand)],
         "optimal": {
             "apgr": apgr(oracle_points, weak_acc, strong_acc),
             "cpt50": cpt(oracle_points, weak_acc, strong_acc, 0.5),
@@ -477,6 +498,7 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "random": (common.OKABE_ITO["black"], "^", ":"),
     "learned": (common.OKABE_ITO["orange"], "D", "-"),
     "prompt_length": (common.OKABE_ITO["purple"], "v", "--"),
+    "linear_fit": (common.OKABE_ITO["grey"], "P", ":"),
     "optimal": (common.OKABE_ITO["green"], "x", "-."),
 }
 
@@ -535,6 +557,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         default="all",
         help="the learned scorer's subject split (eval.train_request_scorer)",
     )
+    parser.add_argument(
+        "--linucb-cost",
+        choices=("per-call", "per-token"),
+        default="per-call",
+        help="linucb's cost: list price at the mean prompt size (per-call, the cost model "
+        "of APGR) or at each prompt's own size (per-token)",
+    )
     args = parser.parse_args(argv)
 
     data = load_mmlu(args.data)
@@ -550,8 +579,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = run(
         data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
         random_iters=args.random_iters, show=not args.quiet,
+        per_call=args.linucb_cost == "per-call",
     )  # fmt: skip
     results["subjects"] = args.subjects
+    results["linucb_cost"] = args.linucb_cost
     out: Path = args.out
     common.write_json(out / "results.json", results)
     plot_curves(results, out / "mmlu_curve.png")

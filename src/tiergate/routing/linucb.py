@@ -17,7 +17,8 @@ it has been tried) and, as warm start, a slope on the learned request score
 (routing.learned) that favours the stronger arm on requests that score high. The
 prior is applied when scoring, never stored, so it can change without
 invalidating stored arms. On top, every arm is tried `MIN_PULLS` times before
-the UCB decides (forced exploration).
+the UCB decides, and `EXPLORE_SHARE` of requests after that explore (forced
+exploration).
 
 The math here is pure numpy; `BanditStore` persists arms in the shared
 StateStore so every gateway instance learns from every other's traffic,
@@ -29,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -83,6 +85,11 @@ weakest (-); the reward gap it implies, 1.0 across the score's range, is the mos
 the quality term can differ by."""
 MIN_PULLS = 2 * DIM
 """Forced exploration: every arm is served this many times before the UCB ranks."""
+EXPLORE_SHARE = 0.05
+"""Forced exploration after that: this share of requests goes to an arm picked by a
+hash of the context and the pull count, so an arm whose early estimate came out low
+keeps being sampled and cannot be shut out for good (the UCB width alone does not
+reopen an arm whose mean estimate sits below the others')."""
 
 
 def context_vector(
@@ -132,6 +139,22 @@ def context_vector_for(
         failing=agent.tests_failed or agent.tool_errors > 0,
         learned_score=learned_score,
     )
+
+
+def exploration_pick(x: np.ndarray, total_pulls: int, arms: int) -> int | None:
+    """The index of the arm to explore with on this request, or None (most requests).
+
+    Deterministic (crc32 of the context and the running pull count), so a decision
+    can be replayed, yet spread evenly over requests and arms.
+    """
+    if arms < 2:
+        return None
+    # rounded: the learned score sums a set, whose order (and last bits) vary by process
+    key = np.round(x, 6).tobytes() + total_pulls.to_bytes(8, "little", signed=False)
+    h = zlib.crc32(key)
+    if (h % 10_000) >= EXPLORE_SHARE * 10_000:
+        return None
+    return (h // 10_000) % arms
 
 
 def arm_prior(strength: float, dim: int = DIM) -> np.ndarray:

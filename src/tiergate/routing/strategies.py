@@ -347,7 +347,8 @@ def _gated_adaptive(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
 def _linucb(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
     """Arms still under linucb.MIN_PULLS first (fewest pulls first: forced
     exploration), then highest UCB under the arm priors (linucb.arm_prior, strength
-    by configured quality). Ties keep balanced order."""
+    by configured quality); ties keep balanced order. On linucb.EXPLORE_SHARE of
+    requests one arm, picked by linucb.exploration_pick, goes first instead."""
     x = ctx.bandit_context()
     arms = ctx.bandit_arms or {}
     fresh = linucb.LinUCBArm.fresh(x.shape[0])
@@ -364,10 +365,12 @@ def _linucb(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
         n: arms.get(n, fresh).ucb(x, alpha, linucb.arm_prior(strength(n), x.shape[0]))
         for n in base_order
     }
-    return sorted(
-        base_order,
-        key=lambda n: (min(pulls[n], linucb.MIN_PULLS), -ucb[n]),
-    )
+    ranked = sorted(base_order, key=lambda n: (min(pulls[n], linucb.MIN_PULLS), -ucb[n]))
+    if min(pulls.values(), default=0) >= linucb.MIN_PULLS:
+        k = linucb.exploration_pick(x, sum(pulls.values()), len(base_order))
+        if k is not None:
+            ranked.insert(0, ranked.pop(ranked.index(base_order[k])))
+    return ranked
 
 
 _RULES_CACHE: dict[int, tuple[RouterConfig, tuple[dsl.Rule, ...]]] = {}
