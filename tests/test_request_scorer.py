@@ -5,19 +5,27 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from tiergate.config import ModelConfig, Price, RouterConfig
-from tiergate.core.model import ChatRequest, Message, TextPart
+from servers import gateway_config
+from test_round_trips import Counting
+from tiergate.config import ModelConfig, Price, RouterConfig, parse_config
+from tiergate.core.model import ChatRequest, ChatResponse, Message, TextPart, Usage
+from tiergate.formats.openai import parse_request
+from tiergate.gateway.auth import TokenTable
+from tiergate.gateway.planner import Outcome, Planner
 from tiergate.gateway.state_read import plan_read
 from tiergate.routing import bands, learned, linucb
 from tiergate.routing.difficulty import full_transcript_features
-from tiergate.routing.percentile import BUCKETS, ScoreHistogram, bucket_of
+from tiergate.routing.distributor import Distributor
+from tiergate.routing.percentile import BUCKETS, ScoreHistogram, bucket_of, histogram_from_values
 from tiergate.routing.strategies import Candidate, StrategyContext, rank
+from tiergate.state.redis import RedisStore
 
 WEAK = Candidate("weak/m", ModelConfig(quality=0.6, price=Price(input=0.5, output=1.0)))
 STRONG = Candidate("strong/m", ModelConfig(quality=0.9, price=Price(input=5.0, output=15.0)))
@@ -192,3 +200,53 @@ def test_fresh_arms_rank_the_untried_arm_first() -> None:
         tried = linucb.update(tried, np.ones(linucb.DIM) / 4, 1.0)
     ctx = StrategyContext(request=req(EASY), router=r, bandit_arms={STRONG.name: tried})
     assert rank("linucb", [STRONG, WEAK], ctx)[0] == WEAK.name
+
+
+# ---- through the planner, on real Redis ---------------------------------------------------
+
+
+LEARNED_ROUTER = {
+    "name": "asks",
+    "allowed_models": ["openai/*"],
+    "strategy": "learned",
+    "weak_pool": ["openai/gpt-5-mini"],
+    "strong_pool": ["openai/gpt-5"],
+    "thresholds": {"t2_percentile": 80, "percentile_warmup": 3},
+    "default_model": "openai/gpt-5-mini",
+    "session_aware": False,  # independent questions: no pin decides before the score
+}
+
+
+async def test_percentile_bands_learn_from_traffic_in_the_same_round_trips(
+    redis_store: RedisStore,
+) -> None:
+    """Each served request adds its learned score to the router's histogram in the
+    commit's one round trip; once warmed up, the edge is that histogram's p80, so
+    the hardest-looking ask goes strong and a trivial one stays weak."""
+    cfg = parse_config(gateway_config("http://x", routers=[LEARNED_ROUTER]))
+    distributor = Distributor.from_config(cfg)
+    store = Counting(redis_store)
+    planner = Planner(cfg, distributor, store)  # type: ignore[arg-type]
+    ws = TokenTable(cfg.workspaces).lookup("tg-test-token")
+    assert ws is not None
+    easy = EASY
+    hard = "Write a Python function that merges two sorted lists in O(n) time and prove it."
+    scorer = learned.load_scorer()
+    assert scorer.score(req(hard)) > scorer.score(req(easy))
+
+    async def serve(text: str) -> str:
+        store.calls.clear()
+        body = {"model": "orcarouter/asks", "messages": [{"role": "user", "content": text}]}
+        plan = await planner.plan(parse_request(body), body, {}, ws, "r")
+        target = next(distributor.attempts(plan.models, plan.channel_pin))
+        resp = ChatResponse("id", target.model, [TextPart("ok")], usage=Usage(10, 1))
+        await plan.commit(Outcome(True, target, resp, cost=0.0001))
+        assert store.calls == {"get_many": 1, "apply_batch": 1}  # the hot path's budget
+        return plan.models[0]
+
+    for _ in range(4):
+        await serve(easy)
+    keys = bands.band_histogram_keys(planner.routers["asks"], time.time())
+    assert histogram_from_values(await redis_store.get_many(keys)).total == 4
+    assert await serve(hard) == "openai/gpt-5"  # above the p80 of four trivial asks
+    assert await serve(easy) == "openai/gpt-5-mini"
