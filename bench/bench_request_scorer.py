@@ -4,8 +4,10 @@ Both scorers run in one process, interleaved, on the same requests: MMLU-sized
 questions (about 150 to 1,600 characters), the agent benchmark's latest turn, and
 a 16 KB pasted document (the learned scorer reads at most learned.ASK_CHARS of
 it). Reported: median and p90 microseconds per call over many single calls, so
-the figure is a per-request latency, not a batch throughput. The learned
-scorer's budget is 100 us median (issue 17).
+the figure is a per-request latency, not a batch throughput; then the median
+over every real prompt of the two benchmarks, each scored once. The learned
+scorer's budget is 100 us median per request (issue 17). The lexical score is
+memoised per text (routing.difficulty), so its repeat-call figure is a cache hit.
 
 Run: .venv/bin/python bench/bench_request_scorer.py [--quick]
 """
@@ -13,13 +15,17 @@ Run: .venv/bin/python bench/bench_request_scorer.py [--quick]
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import statistics
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 from tiergate.core.model import ChatRequest, Message, TextPart
 from tiergate.routing import difficulty, learned
 
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 SHORT = (
     "Which of the following structures is derived from ectomesenchyme?\n"
     "A. Motor neurons\nB. Skeletal muscles\nC. Melanocytes\nD. Sweat glands\nAnswer:"
@@ -68,6 +74,10 @@ def main() -> int:
         description="Per-request cost of the learned request scorer next to the lexical score.",
     )
     parser.add_argument("--quick", action="store_true", help="fewer calls (smoke run)")
+    parser.add_argument(
+        "--data", type=Path, default=DATA, metavar="DIR",
+        help="shared benchmark data for the corpus median (default: %(default)s)",
+    )  # fmt: skip
     args = parser.parse_args()
     calls = 200 if args.quick else 3000
     scorer = learned.load_scorer()
@@ -89,10 +99,31 @@ def main() -> int:
         medians.append(statistics.median(a))
         print(f"{name:14s} {len(text):6d} | {statistics.median(a):11.1f} {qa[8]:7.1f} | "
               f"{statistics.median(b):11.1f} {qb[8]:7.1f}")  # fmt: skip
-    worst = max(medians)
-    verdict = "within" if worst <= 100 else "OVER"
-    print(f"learned scorer: worst median {worst:.1f} us, {verdict} the 100 us budget")
+    corpus = corpus_prompts(args.data)
+    if corpus:
+        reqs = [request(t) for t in corpus]
+        times = [per_call_us(lambda r=r: scorer.score(r), 1)[0] for r in reqs]
+        p50 = statistics.median(times)
+        verdict = "within" if p50 <= 100 else "OVER"
+        print(f"per request over {len(reqs)} real prompts (MMLU + RouterArena sub_10): "
+              f"p50 {p50:.1f} us, p90 {statistics.quantiles(times, n=10)[8]:.1f} us, "
+              f"max {max(times):.1f} us: {verdict} the 100 us median budget")  # fmt: skip
+    else:
+        print(f"no benchmark data under {args.data}: corpus median skipped")
     return 0
+
+
+def corpus_prompts(data: Path) -> list[str]:
+    """Every MMLU prompt and RouterArena question under `data` (empty when absent)."""
+    texts: list[str] = []
+    for path in sorted((data / "routellm-mmlu").glob("mmlu_*.csv")):
+        with path.open(newline="", encoding="utf-8") as fh:
+            texts += [row["prompt"] for row in csv.DictReader(fh)]
+    arena = data / "routerarena-sub10" / "gemini-2.0-flash-001.jsonl"
+    if arena.exists():
+        with arena.open(encoding="utf-8") as fh:
+            texts += [json.loads(line)["question"] for line in fh if line.strip()]
+    return texts
 
 
 if __name__ == "__main__":
