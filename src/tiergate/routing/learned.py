@@ -91,7 +91,7 @@ def ask_features(ask: str, prompt_chars: int | None = None) -> set[str]:
         ask = ask[:3000] + "\n" + ask[-1000:]
     tokens = [_number(t) if t[0].isdigit() else t for t in _TOKEN_LOWER.findall(ask.lower())]
     feats = {"w:" + t for t in tokens}
-    feats.update(f"b:{a} {b}" for a, b in zip(["<s>", *tokens[:-1]], tokens, strict=True))
+    feats.update(f"b:{a} {b}" for a, b in zip(["<s>", *tokens], tokens, strict=False))
     if _TWO_CAPS.search(ask):
         feats.update("C:" + c for c in _CAPS.findall(ask))
     feats.update(_shape_features(ask, tokens, prompt_chars))
@@ -174,7 +174,7 @@ class RequestScorer:
         tokens = [_number(t) if t[0].isdigit() else t for t in _TOKEN_LOWER.findall(ask.lower())]
         uni, bi = self._unigrams.get, self._bigrams.get
         total = sum(uni(t, 0.0) for t in set(tokens))
-        total += sum(bi(p, 0.0) for p in set(zip(["<s>", *tokens[:-1]], tokens, strict=True)))
+        total += sum(bi(p, 0.0) for p in set(zip(["<s>", *tokens], tokens, strict=False)))
         get = self.weights.get
         if _TWO_CAPS.search(ask):
             total += sum(get("C:" + c, 0.0) for c in set(_CAPS.findall(ask)))
