@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN     = $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest bench clean soak soak-short chromium
+.PHONY: run test lint typecheck pytest bench clean soak soak-short chromium agents
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -11,8 +11,9 @@ $(BIN)/.installed: pyproject.toml
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
+# `make run PORT=4100 HOST=0.0.0.0 CONFIG=tiergate.yaml`: each one optional.
 run: $(BIN)/.installed
-	$(BIN)/tiergate serve
+	$(BIN)/tiergate serve $(if $(CONFIG),--config $(CONFIG)) $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -28,7 +29,12 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
 	  || echo "chromium not installed: the dashboard browser tests will skip"; }
 
-pytest: $(BIN)/.installed chromium
+# The agent CLIs tests/test_agents_*.py drive (docs/agents.md): npm and PyPI
+# packages under .agents/, pinned, each Python agent in its own venv. Idempotent.
+agents:
+	PYTHON=$(PYTHON) bash .ci/install-agents.sh
+
+pytest: $(BIN)/.installed chromium agents
 	$(BIN)/pytest -q
 
 test: lint typecheck pytest
@@ -41,4 +47,4 @@ soak-short: $(BIN)/.installed
 	TIERGATE_SOAK_SECONDS=120 $(BIN)/pytest -q tests/test_soak.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .agents

@@ -107,9 +107,10 @@ async def send(http: aiohttp.ClientSession, url: str, step: Step) -> Answer:
             ans = Answer(r.status, request_id=hdrs.get("x-orca-request-id"), headers=hdrs)
             if r.status != 200:
                 code = (orjson.loads(await r.read()).get("error") or {}).get("code")
-                # pipeline.py writes a usage row for every answer and every upstream
-                # failure; refusals before dispatch (400, 401, 409, 503 lanes) write none
-                ans.upstream = ans.row_expected = code == "upstream_error"
+                # pipeline.py writes a usage row for every authenticated request,
+                # served, failed upstream or refused (only a 401 has no row)
+                ans.upstream = code == "upstream_error"
+                ans.row_expected = r.status != 401
                 ans.error = f"http_{r.status}:{code}"
                 return ans
             ans.row_expected = True

@@ -45,10 +45,14 @@ def require_service(name: str, url: str, default_port: int) -> None:
     host, port = parts.hostname or "127.0.0.1", parts.port or default_port
     if _reachable(host, port):
         return
-    message = f"{name} is not reachable at {host}:{port}"
+    skip_unless_required(f"{name} is not reachable at {host}:{port}", "start it")
+
+
+def skip_unless_required(message: str, remedy: str) -> None:
+    """Skip with `message`, or fail when TIERGATE_REQUIRE_SERVICES=1 (CI)."""
     if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{message} and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
-    pytest.skip(f"{message}; start it or set TIERGATE_REQUIRE_SERVICES=1 to make this fail")
+    pytest.skip(f"{message}; {remedy} or set TIERGATE_REQUIRE_SERVICES=1 to make this fail")
 
 
 @pytest.fixture(scope="session")

@@ -63,6 +63,7 @@ def test_every_served_route_is_documented_and_nothing_else(doc: dict[str, Any]) 
     for required in [
         "/v1/chat/completions",
         "/v1/messages",
+        "/v1/responses",
         "/v1/models",
         "/v1/feedback",
         "/v1/orcarouter/explain",

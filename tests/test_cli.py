@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -12,19 +13,64 @@ from pathlib import Path
 import httpx
 import pytest
 
+import tiergate
 from servers import free_port
+from tiergate.defaults import CATALOGUE, STRONG
 
 TIERGATE = [sys.executable, "-m", "tiergate"]
 
 
 @pytest.mark.parametrize(
     "args",
-    [[], ["serve"], ["sim"], ["config"], ["config", "check"], ["db"], ["db", "migrate"]],
+    [
+        [],
+        ["serve"],
+        ["sim"],
+        ["health"],
+        ["config"],
+        ["config", "check"],
+        ["db"],
+        ["db", "migrate"],
+    ],
 )
 def test_help_on_every_command(args: list[str]) -> None:
     out = subprocess.run([*TIERGATE, *args, "--help"], capture_output=True, text=True, timeout=30)
     assert out.returncode == 0
     assert "usage:" in out.stdout
+
+
+def test_version_prints_the_package_version() -> None:
+    out = subprocess.run([*TIERGATE, "--version"], capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0
+    assert out.stdout.strip() == f"tiergate {tiergate.__version__}"
+
+
+def test_make_run_passes_port_host_and_config(tmp_path: Path) -> None:
+    if shutil.which("make") is None:
+        pytest.skip("make not installed")
+    root = Path(__file__).resolve().parent.parent
+    venv = tmp_path / "venv"  # never created: -n only prints what would run
+    args = ["make", "-n", "--no-print-directory", "-C", str(root), "run", f"VENV={venv}"]
+    out = subprocess.run(
+        [*args, "PORT=4100", "HOST=0.0.0.0", "CONFIG=tg.yaml"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    serve = [line for line in out.stdout.splitlines() if "tiergate serve" in line]
+    assert serve and serve[-1].split()[1:] == [
+        "serve", "--config", "tg.yaml", "--host", "0.0.0.0", "--port", "4100"
+    ]  # fmt: skip
+    plain = subprocess.run(args, capture_output=True, text=True, timeout=30).stdout
+    assert plain.splitlines()[-1].split()[1:] == ["serve"]
+
+
+def test_demo_catalogue_names_no_model_the_anthropic_sdk_calls_deprecated() -> None:
+    from anthropic._data import DEPRECATED_MODELS
+
+    upstreams = {m["upstream"] for models in CATALOGUE.values() for m in models.values()}
+    assert not upstreams & set(DEPRECATED_MODELS), upstreams & set(DEPRECATED_MODELS)
+    assert set(STRONG) <= {name for models in CATALOGUE.values() for name in models}
 
 
 def test_config_check_lists_every_problem(tmp_path: Path) -> None:
@@ -67,6 +113,7 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
             "GEMINI_API_KEY",
             "DEEPSEEK_API_KEY",
             "TIERGATE_TOKEN",
+            "TIERGATE_ADMIN_TOKEN",
         )
     }
     env["PYTHONUNBUFFERED"] = "1"
@@ -101,6 +148,17 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
         assert r.status_code == 200, r.text
         assert r.headers["x-orca-router"] == "auto"
         assert float(r.headers["x-orca-cost"]) > 0
+        # the dashboard works out of the box: its URL and an admin token are printed
+        dashboard = re.search(r"Dashboard:\s+(\S+)", banner)
+        admin = re.search(r"Admin token[^:]*:\s+(\S+)", banner)
+        assert dashboard is not None and admin is not None, banner
+        assert httpx.get(dashboard.group(1), timeout=10).status_code == 200
+        routers = httpx.get(
+            f"http://127.0.0.1:{port}/admin/api/routers",
+            headers={"authorization": f"Bearer {admin.group(1)}"},
+            timeout=10,
+        )
+        assert routers.status_code == 200, routers.text
     finally:
         proc.terminate()
         proc.wait(timeout=30)

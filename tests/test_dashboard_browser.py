@@ -311,6 +311,18 @@ def test_overview_shows_the_apis_numbers(page: Page, env: dict[str, Any]) -> Non
 
     (share,) = [r for r in admin.get("/stats/share").json()["routers"] if r["router"] == "coding"]
     expect(page.get_by_test_id("share-value")).to_have_text(pct(share["share"]))
+    # the KPI: served requests in the range; the card: the cap's counted turns. Each
+    # label says which, and each matches its own source (docs/dashboard.md)
+    served = {t: s["requests"] - sum(p["errors"] for p in s["points"]) for t, s in tiers.items()}
+    kpi = pct(served["strong"] / sum(served.values()))
+    expect(page.get_by_test_id("kpi-strong-share")).to_have_text(kpi)
+    expect(page.get_by_test_id("kpi-strong-share").locator("xpath=..")).to_contain_text(
+        "of served requests in this range"
+    )
+    expect(page.get_by_test_id("share-request-share")).to_have_text(pct(share["request_share"]))
+    expect(page.get_by_test_id("share-strong-requests")).to_have_text(
+        f"{num(share['strong_requests'])} of {num(share['requests'])} counted turns"
+    )
     expect(page.get_by_test_id("share-cap")).to_have_text(pct100(share["cap_percent"]))
     expect(page.get_by_test_id("share-utilisation")).to_have_text(pct(share["utilisation"]))
 
@@ -522,6 +534,30 @@ def test_shadow_labelling_moves_the_gate(page: Page, env: dict[str, Any]) -> Non
     expect(page.get_by_test_id("gate-state")).to_have_text("OPEN")
     expect(page.get_by_test_id("gate-precision")).to_have_text("100.0%")
     expect(page.get_by_test_id("latency-labels-mean")).to_have_text("2.00 (1 labels)")
+
+
+def test_virtual_keys_issue_list_and_revoke(page: Page, env: dict[str, Any]) -> None:
+    admin: AdminClient = env["admin"]
+    gw: ServerThread = env["gw"]
+    open_page(page, env, "keys")
+    expect(page.get_by_test_id("vk-table-empty")).to_be_visible()
+    page.get_by_test_id("vk-name").fill("ci bot")
+    page.get_by_test_id("vk-month").fill("25")
+    page.get_by_test_id("vk-create").click()
+    token = page.get_by_test_id("vk-token").inner_text().strip()
+    assert token.startswith("tgk-")
+    [key] = admin.get("/virtual-keys").json()["items"]
+    assert (key["name"], key["budget_usd_per_month"], key["workspace"]) == ("ci bot", 25, "default")
+    expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_have_text("active")
+    expect(page.get_by_test_id(f"vk-month-{key['id']}")).to_have_text("$0.00 of $25.00")
+    assert chat(gw, "openai/gpt-5-mini", token=token).status_code == 200
+    shot(page, "virtual-keys")
+    page.get_by_test_id(f"vk-revoke-{key['id']}").click()
+    expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_contain_text("revoked")
+    assert chat(gw, "openai/gpt-5-mini", token=token).status_code == 401
+    page.reload()  # the token was shown once: it is not on the page any more
+    expect(page.get_by_test_id("vk-table")).to_be_visible()
+    assert token not in page.content()
 
 
 def test_sign_out_forgets_the_token(page: Page, env: dict[str, Any]) -> None:

@@ -545,8 +545,8 @@ def test_rendered_stream_from_an_openai_upstream() -> None:
     final = sdk_final(payload)
     assert final.content[0].text == "Hello there"
     assert [(b.id, b.name, b.input) for b in final.content[1:]] == [
-        ("call_a", "Read", {"path": "a"}),
-        ("call_b", "Bash", {"cmd": "ls"}),
+        ("toolu_call_a", "Read", {"path": "a"}),
+        ("toolu_call_b", "Bash", {"cmd": "ls"}),
     ]
     assert final.stop_reason == "tool_use"
     assert final.usage.input_tokens == 476  # uncached part: 1500 - 1024

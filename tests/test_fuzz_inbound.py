@@ -1,4 +1,4 @@
-"""Bad input never becomes a 500 or a traceback: property-based fuzzing of both
+"""Bad input never becomes a 500 or a traceback: property-based fuzzing of the
 inbound APIs over real HTTP. Every refusal is a 4xx in the caller's format."""
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ def _check(r: httpx.Response, path: str) -> None:
             assert isinstance(body["error"]["message"], str) and "type" in body["error"]
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
 @settings(max_examples=120, deadline=None, suppress_health_check=list(HealthCheck))
 @given(body=bodies)
 def test_arbitrary_bodies_get_a_clean_answer(
@@ -123,7 +123,7 @@ def test_arbitrary_bodies_get_a_clean_answer(
     _check(r, path)
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(raw=st.binary(max_size=200))
 def test_arbitrary_bytes_including_invalid_utf8(
@@ -132,7 +132,7 @@ def test_arbitrary_bytes_including_invalid_utf8(
     _check(client.post(f"{gw.url}{path}", content=raw), path)
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
 def test_deeply_nested_content_is_refused_cleanly(
     gw: ServerThread, client: httpx.Client, path: str
 ) -> None:
@@ -145,7 +145,7 @@ def test_deeply_nested_content_is_refused_cleanly(
         _check(client.post(f"{gw.url}{path}", content=body), path)
 
 
-@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages"])
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
 def test_huge_body_and_header(gw: ServerThread, client: httpx.Client, path: str) -> None:
     r = client.post(f"{gw.url}{path}", content=b"[" * 200_000)
     assert r.status_code == 413

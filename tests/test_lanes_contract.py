@@ -269,12 +269,16 @@ async def test_revision_change_invalidates_the_lane(make_store: StoreFactory) ->
     held = await prepare(tiers, turn(model="openai:m2", tier=2), [user(), user("again")])
     assert held.approval_deferred and held.approved_model == "openai:m1"
     assert held.candidates[0].route_id == "azure-east/m1"  # the actual route first
-    # a new reviewed policy: the lane is invalidated even while leased
+    # a new reviewed policy invalidates the binding, not the request still holding
+    # its lease (issue #16): a concurrent request for the lane still gets 409
     tiers.set_revision("rev-2")
+    await expect_error(
+        prepare(tiers, turn(model="openai:m2", tier=2), [user()]), 409, "session_tier_busy"
+    )
+    assert await tiers.finalize(held, TurnOutcome(True))  # the lease ends normally
     fresh = await prepare(tiers, turn(model="openai:m2", tier=2), [user()])
     assert fresh.new_binding and fresh.approved_model == "openai:m2"
     assert fresh.candidates == (CANDIDATES[2],)
-    assert not await tiers.finalize(held, TurnOutcome(True))  # the old lease is gone
 
 
 async def test_credential_failure_invalidates_only_that_lane(make_store: StoreFactory) -> None:
@@ -518,3 +522,29 @@ def test_migration_is_additive_and_idempotent(tmp_path: Path) -> None:
         assert conn.execute("SELECT n FROM usage").fetchall() == [(7,)]
         names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
     assert {"usage", "session_tiers", "session_tiers_expires_at"} <= names
+
+
+async def test_migrate_adds_the_turn_mark_column_to_an_older_table(tmp_path: Path) -> None:
+    """A table created by the first release (no completed_turn column) is
+    extended in place by migrate, rows kept, and the store works on it."""
+    path = tmp_path / "old.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "CREATE TABLE session_tiers (scope TEXT PRIMARY KEY, lane TEXT NOT NULL, "
+            "approved_model TEXT NOT NULL, approved_tier INTEGER NOT NULL, actual_route TEXT, "
+            "revision TEXT NOT NULL, expires_at REAL NOT NULL, generation INTEGER NOT NULL, "
+            "completed_user_turns INTEGER NOT NULL, last_turn_ok INTEGER NOT NULL, "
+            "tools_unknown INTEGER NOT NULL, outstanding TEXT NOT NULL, lease_id TEXT, "
+            "lease_expires_at REAL, etag TEXT NOT NULL)"
+        )
+    migrate(path)
+    migrate(path)  # idempotent
+    with sqlite3.connect(path) as conn:
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(session_tiers)")}
+    assert "completed_turn" in columns
+    store = SqliteLaneStore(path)
+    clock = Clock()
+    tiers = tiers_on(store, clock)
+    p = await prepare(tiers)
+    assert await tiers.finalize(p, TurnOutcome(True, "azure-east/m1", ()))
+    await store.close()

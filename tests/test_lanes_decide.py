@@ -289,8 +289,18 @@ def test_live_lease_is_busy() -> None:
 def test_expired_lane_or_new_revision_is_no_binding() -> None:
     leased = binding(model="openai:m2").evolve(lease_id="L1", lease_expires_at=NOW + TTL)
     assert acquire(leased, [user()], now=NOW + TTL).new_binding  # expired with its lease
-    plan = acquire(leased, [user()], revision="new-rev")
+    plan = acquire(binding(model="openai:m2"), [user()], revision="new-rev")
     assert plan.new_binding and plan.approval == Approval("openai:m1", 1)
+
+
+def test_a_lease_holds_across_a_revision_change() -> None:
+    """ "An in-flight request holds a lease": a new policy revision invalidates the
+    binding, not the request still running on it (issue #16)."""
+    leased = binding(model="openai:m2").evolve(lease_id="L1", lease_expires_at=NOW + 5)
+    with pytest.raises(SessionTierError) as info:
+        acquire(leased, [user()], revision="new-rev")
+    assert (info.value.status, info.value.code) == (409, "session_tier_busy")
+    assert acquire(leased, [user()], revision="new-rev", now=NOW + 6).new_binding
 
 
 def held(current: LaneRecord, lease: str = "L1") -> LaneRecord:
@@ -380,3 +390,36 @@ def test_late_completion_changes_nothing(current: LaneRecord | None) -> None:
 
 def test_completion_after_lease_expiry_changes_nothing() -> None:
     assert not finish(held(binding()), TurnOutcome(True), now=NOW + TTL).applied
+
+
+def test_a_compacted_transcript_opens_a_boundary_at_its_new_user_turn() -> None:
+    """A client that compacts its transcript sends fewer user messages than the
+    turn completed last; the new user turn is recognised by content (issue #16)."""
+    done = [user("a"), asst(text="r1"), user("b"), asst(text="r2"), user("c")]
+    mark = request_facts(done, SCOPE).turn_mark
+    current = binding(user_turns=3).evolve(completed_turn=mark)
+    compacted = [user("summary of a, b"), asst(text="r3"), user("d")]
+    assert is_safe_boundary(current, compacted)  # 2 user messages < 3, yet a new turn
+    plan = acquire(current, compacted, turn=make_turn("openai:m2"))
+    assert plan.approval_changed
+    # the completed turn itself, compacted or resent, is no boundary
+    assert not is_safe_boundary(current, [user("summary of a, b"), asst(text="r2"), user("c")])
+    assert not is_safe_boundary(current, done)
+    # the same words after another reply are a new turn ("continue", "continue")
+    again = [*done, asst(text="r3"), user("c")]
+    assert is_safe_boundary(current, again)
+
+
+def test_finalize_records_the_turn_mark() -> None:
+    current = binding().evolve(lease_id="L1", lease_expires_at=NOW + TTL)
+    plan = plan_finalize(
+        current,
+        lease_id="L1",
+        resolved=frozenset(),
+        user_turns=1,
+        outcome=TurnOutcome(True, "openai/m1", ()),
+        now=NOW + 1,
+        ttl=TTL,
+        turn_mark="m",
+    )
+    assert plan.record is not None and plan.record.completed_turn == "m"

@@ -179,5 +179,6 @@ async def test_disabled_feature_touches_no_storage() -> None:
     store = MemoryLaneStore()
     tiers = SessionTiers(SessionTierSettings(False, TTL), store, "rev")
     body = public_body()
-    assert tiers.extract(body) == (body, None)
+    cleaned, turn = tiers.extract(body)
+    assert turn is None and "session_tier" not in (cleaned.get("routing") or {})
     assert await store.live_count(0) == 0

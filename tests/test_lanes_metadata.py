@@ -218,13 +218,24 @@ def test_model_argument_overrides_body_model() -> None:
     assert extract_session_tier(body, "gpt-5-mini")[1] is None
 
 
-def test_disabled_feature_leaves_the_body_untouched_byte_for_byte() -> None:
+def test_disabled_feature_strips_the_metadata_unvalidated() -> None:
+    """Off, the metadata is removed (a provider rejects it; it holds the raw
+    session id) without being validated, and everything else is left as sent."""
     tiers = SessionTiers(SessionTierSettings(enabled=False), store=None, revision="r1")
     for body in (managed(), public(), managed(approved_tier="not even valid")):
-        before = json.dumps(body, sort_keys=False).encode()
+        before = json.loads(json.dumps(body))
         cleaned, turn = tiers.extract(body)
-        assert cleaned is body and turn is None
-        assert json.dumps(cleaned, sort_keys=False).encode() == before
+        assert turn is None and "session_tier" not in cleaned
+        assert "session_tier" not in (cleaned.get("routing") or {})
+        assert body == before  # the caller's dict is not modified
+        expected = {k: v for k, v in before.items() if k != "session_tier"}
+        routing = {k: v for k, v in (before.get("routing") or {}).items() if k != "session_tier"}
+        expected.pop("routing", None)
+        if routing:
+            expected["routing"] = routing
+        assert cleaned == expected
+    plain = {"model": "auto:coding", "messages": []}
+    assert tiers.extract(plain)[0] is plain
 
 
 def test_enabled_facade_extracts() -> None:

@@ -17,7 +17,7 @@ import redis.asyncio as aioredis
 import servers
 from servers import PrivateRedis
 from tiergate.state.base import Incr, StateUnavailable, Write
-from tiergate.state.redis import RedisStore, _RedisPyWire
+from tiergate.state.redis import RedisPyWire, RedisStore
 from tiergate.state.resp import UNAVAILABLE_PREFIXES, ReplyError, RespClient, Script
 
 ECHO = Script.of("return {KEYS[1], ARGV[1]}")
@@ -330,7 +330,7 @@ def test_other_url_schemes_stay_on_redis_py() -> None:
 
 async def test_redis_py_fallback_keeps_the_same_contract(redis_url: str) -> None:
     store = RedisStore(redis_url + "?health_check_interval=0", key_prefix=f"fb:{uuid4().hex}:")
-    assert isinstance(store._wire, _RedisPyWire)
+    assert isinstance(store._wire, RedisPyWire)
     try:
         await store.set_many([Write("a", b"1", 60), Write("b", b"2")])
         assert await store.get_many(["a", "b", "c"]) == [b"1", b"2", None]

@@ -53,7 +53,9 @@ SEMANTIC_400 = {
     "csv_limits": r"^GET /admin/api/(audit|usage)$",
     # Proxied requests: a tool result must answer a call of the previous turn,
     # and the upstream provider has the last word (its 4xx is passed through).
-    "proxied": r"^POST /v1/(chat/completions|messages|embeddings)$",
+    # A Responses input whose items are all dropped (hosted tools' records) has
+    # nothing to answer.
+    "proxied": r"^POST /v1/(chat/completions|messages|responses|embeddings)$",
     # Messages rules a schema cannot state: a system message is never the whole
     # conversation, and has content or an output_config.
     "messages_rules": r"^POST /v1/messages/count_tokens$",

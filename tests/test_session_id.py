@@ -35,6 +35,8 @@ ALL_HEADERS = {
     "x-orcarouter-session-id": "h1",
     "x-session-id": "h2",
     "x-claude-code-session-id": "h3",
+    "session-id": "h4",  # Codex CLI
+    "session_id": "h5",  # older Codex CLI releases
 }
 ALL_BODY = {
     "metadata": {"session_id": "b1", "user_id": CLAUDE_CODE_USER_ID},
@@ -50,7 +52,14 @@ def _drop(d: dict[str, Any], *names: str) -> dict[str, Any]:
 PRIORITY_TABLE = [
     (ALL_HEADERS, ALL_BODY, "header:x-orcarouter-session-id", "h1"),
     (_drop(ALL_HEADERS, "x-orcarouter-session-id"), ALL_BODY, "header:x-session-id", "h2"),
-    ({"x-claude-code-session-id": "h3"}, ALL_BODY, "header:x-claude-code-session-id", "h3"),
+    (
+        _drop(ALL_HEADERS, "x-orcarouter-session-id", "x-session-id"),
+        ALL_BODY,
+        "header:x-claude-code-session-id",
+        "h3",
+    ),
+    ({"session-id": "h4", "session_id": "h5"}, ALL_BODY, "header:session-id", "h4"),
+    ({"session_id": "h5"}, ALL_BODY, "header:session_id", "h5"),
     ({}, ALL_BODY, "body:metadata.session_id", "b1"),
     (
         {},
@@ -201,6 +210,27 @@ def test_openai_and_anthropic_bodies_with_the_same_opening_match() -> None:
 
 
 @pytest.mark.parametrize(
+    "opening",
+    [
+        {"instructions": "You are a coding agent.", "input": "Fix the failing test."},
+        {
+            "input": [
+                {"type": "message", "role": "developer", "content": "You are a coding agent."},
+                {
+                    "type": "message",
+                    "role": "user",
+                    "content": [{"type": "input_text", "text": "Fix the failing test."}],
+                },
+                {"type": "function_call", "call_id": "c1", "name": "ls", "arguments": "{}"},
+            ]
+        },
+    ],
+)
+def test_responses_bodies_with_the_same_opening_match(opening: dict[str, Any]) -> None:
+    assert fingerprint(opening) == fingerprint(OPENAI_BODY)
+
+
+@pytest.mark.parametrize(
     "body",
     [
         {"messages": []},
@@ -208,6 +238,7 @@ def test_openai_and_anthropic_bodies_with_the_same_opening_match() -> None:
         {"messages": "not a list"},
         {"system": "s"},
         {"messages": [{"role": "user", "content": ""}]},  # empty opener: would collide
+        {"instructions": "s", "input": [{"type": "function_call_output", "output": "x"}]},
         {},
     ],
 )

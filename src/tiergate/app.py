@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db
+from tiergate import db, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.dashboard import dashboard_mount
@@ -24,6 +24,7 @@ from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
 from tiergate.config import GatewayConfig, source_document
+from tiergate.config_secrets import SecretsAtRest
 from tiergate.config_store import (
     ConfigRepository,
     ConfigSync,
@@ -35,12 +36,14 @@ from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.count_tokens import count_tokens_endpoint
 from tiergate.gateway.embeddings import embeddings_endpoint
 from tiergate.gateway.errors import GatewayError
-from tiergate.gateway.inbound import ANTHROPIC, OPENAI
+from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES
+from tiergate.gateway.key_probe import KeyProber
 from tiergate.gateway.lanes import LaneGlue, make_session_tiers
 from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.planner import Planner
 from tiergate.providers.adapters import make_providers
 from tiergate.providers.http import UpstreamHTTP
+from tiergate.providers.network import UpstreamNetwork
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
 from tiergate.state import StateStore, make_store
@@ -77,9 +80,11 @@ def create_app(
     expansion when a stored config version is loaded.
     """
     env = dict(os.environ if env is None else env)
+    tracing.setup_from_env(env)  # OpenTelemetry, only when asked for and installed
     http = UpstreamHTTP(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,
+        network=UpstreamNetwork.from_env(env, cfg.channels),  # proxies, CA bundles
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
@@ -93,21 +98,26 @@ def create_app(
         make_providers(http),
         Planner(cfg, distributor, store, recorder),
         recorder,
-        LaneGlue(tiers, distributor),
+        LaneGlue(tiers, distributor, cfg),
     )
     state = AppState(cfg, gateway, http, recorder, store)
+    prober = KeyProber(lambda: (gateway.distributor, gateway.providers))
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:
         gateway.reload(new_cfg, reenabled)
+        http.network.set_channels(new_cfg.channels)
         state.cfg = new_cfg
 
+    seed = source_document(cfg)
     repo: ConfigRepository = (
-        SqlConfigRepository(engine) if engine is not None else MemoryConfigRepository()
+        SecretsAtRest.for_seed(SqlConfigRepository(engine), seed)
+        if engine is not None
+        else MemoryConfigRepository()
     )
     sync = ConfigSync(
         repo,
         store,
-        source_document(cfg),
+        seed,
         apply_config,
         poll_seconds=cfg.server.config_poll_seconds,
         env=env,
@@ -127,6 +137,9 @@ def create_app(
     async def messages(request: Request) -> Response:
         return await gateway.handle(ANTHROPIC, request)
 
+    async def responses(request: Request) -> Response:
+        return await gateway.handle(RESPONSES, request)
+
     async def count_tokens(request: Request) -> Response:
         return await count_tokens_endpoint(gateway, request)
 
@@ -134,7 +147,8 @@ def create_app(
         return await embeddings_endpoint(gateway, request)
 
     async def explain(request: Request) -> Response:
-        fmt = ANTHROPIC if request.query_params.get("format") == "anthropic" else OPENAI
+        named = {"anthropic": ANTHROPIC, "responses": RESPONSES}
+        fmt = named.get(request.query_params.get("format", ""), OPENAI)
         return await gateway.explain(fmt, request)
 
     async def models(request: Request) -> Response:
@@ -215,11 +229,14 @@ def create_app(
             log.warning("stored config not loaded at start-up", extra={"error": type(err).__name__})
         sync.start()
         recorder.start()
+        prober.start()
         try:
             yield
         finally:
+            await prober.close()
             await sync.close()
             await gateway.drain()
+            await tiers.close()  # a last try at completions the lane store missed
             await recorder.close()
             await http.close()
             await store.close()
@@ -233,6 +250,7 @@ def create_app(
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/messages", messages, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
             Route("/v1/messages/count_tokens", count_tokens, methods=["POST"]),
             Route("/v1/embeddings", embeddings, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),

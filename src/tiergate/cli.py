@@ -1,4 +1,4 @@
-"""Command line: serve | sim | config check | db migrate (and replay, from eval)."""
+"""Command line: serve | sim | health | config check | db migrate (and replay, from eval)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,10 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from tiergate import __version__
 from tiergate.config import ConfigError, GatewayConfig, config_warnings, load_config
 from tiergate.replay_cli import add_replay_parser
+from tiergate.routing.bands import threshold_warnings
 
 BANNER = """
 ================================================================================
@@ -23,6 +25,8 @@ BANNER = """
 ================================================================================
   Gateway:  http://{host}:{port}
   Token:    {token}{token_note}
+  Dashboard: http://{host}:{port}/dashboard/
+  Admin token (dashboard sign-in): {admin_token}{admin_note}
   Router:   orcarouter/auto  (escalates to a strong model when the session earns it)
 
   Try it:
@@ -74,7 +78,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             sim_port = free_port()
             sim_url = f"http://127.0.0.1:{sim_port}"
             token = env.get("TIERGATE_TOKEN") or new_token()
-            cfg = auto_config(env, sim_url=sim_url, token=token)
+            # the dashboard needs an admin token: demo mode makes one, so it works at once
+            admin_token = env.get("TIERGATE_ADMIN_TOKEN") or new_token("tga-")
+            cfg = auto_config(env, sim_url=sim_url, token=token, admin_token=admin_token)
             sim_server = uvicorn.Server(
                 uvicorn.Config(
                     create_sim_app(),
@@ -93,6 +99,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 token_note=""
                 if env.get("TIERGATE_TOKEN")
                 else "   (generated; set TIERGATE_TOKEN to fix it)",
+                admin_token=admin_token,
+                admin_note=""
+                if env.get("TIERGATE_ADMIN_TOKEN")
+                else "   (generated; set TIERGATE_ADMIN_TOKEN to fix it)",
             )
     except ConfigError as err:
         _print_problems(args.config or "environment", err)
@@ -168,6 +178,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         f"{args.file}: OK ({len(cfg.channels)} channels, {len(cfg.exposed_models())} models, "
         f"{len(cfg.routers)} routers, {len(cfg.workspaces)} workspaces{noted})"
     )
+    for i, router in enumerate(cfg.routers):
+        for warning in threshold_warnings(router, f"routers.{i}"):
+            print(f"warning: {warning}")
     return 0
 
 
@@ -202,11 +215,30 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_health(args: argparse.Namespace) -> int:
+    """Exit 0 when the gateway's /readyz says ready: the container HEALTHCHECK
+    (the slim image has no curl; this needs nothing but the standard library)."""
+    import urllib.error
+    import urllib.request
+
+    url = args.url or f"http://127.0.0.1:{args.port}/readyz"
+    try:
+        with urllib.request.urlopen(url, timeout=args.timeout) as r:
+            print(r.read().decode(errors="replace"))
+            return 0
+    except urllib.error.HTTPError as err:  # 503 not_ready: the body says which check
+        print(err.read().decode(errors="replace"), file=sys.stderr)
+    except OSError as err:
+        print(f"{url}: {err}", file=sys.stderr)
+    return 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="tiergate",
         description="Session-aware LLM gateway: affinity, frontier escalation, sticky tiers.",
     )
+    p.add_argument("--version", action="version", version=f"tiergate {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     s = sub.add_parser(
@@ -237,6 +269,17 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--latency-ms", type=float, default=0.0, help="time to first byte")
     m.add_argument("--tokens-per-second", type=float, default=0.0, help="0 = instant")
     m.set_defaults(func=cmd_sim)
+
+    hc = sub.add_parser(
+        "health",
+        help="exit 0 when a running gateway is ready (/readyz)",
+        description="Ask a running gateway's /readyz; exit 0 when ready, 1 otherwise "
+        "(the container image's HEALTHCHECK).",
+    )
+    hc.add_argument("--port", type=int, default=4000, help="gateway port on 127.0.0.1")
+    hc.add_argument("--url", help="full readiness URL (overrides --port)")
+    hc.add_argument("--timeout", type=float, default=3.0, help="seconds (default 3)")
+    hc.set_defaults(func=cmd_health)
 
     c = sub.add_parser("config", help="configuration tools", description="Configuration tools.")
     csub = c.add_subparsers(dest="config_command", required=True, metavar="SUBCOMMAND")

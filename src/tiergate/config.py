@@ -27,7 +27,9 @@ from pydantic import (
 )
 
 ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
-StrategyName = Literal["cheapest", "quality", "balanced", "linucb", "gated_adaptive", "dsl"]
+StrategyName = Literal[
+    "cheapest", "quality", "balanced", "linucb", "gated_adaptive", "learned", "dsl"
+]
 
 #: Provider prompt-cache windows in seconds, per channel type (report §2).
 DEFAULT_CACHE_WINDOWS: dict[str, int] = {
@@ -93,6 +95,10 @@ class ServerConfig(_Strict):
     max_attempts: int = Field(3, ge=1, le=10)
     retry_budget_seconds: float = Field(30.0, gt=0)
     cooldown_seconds: float = Field(30.0, ge=0)
+    # a key disabled by a 401/403 is probed after this long, then with doubling
+    # back-off up to key_probe_max_seconds; 0 = never probe (operator re-enables)
+    key_probe_seconds: float = Field(30.0, ge=0)
+    key_probe_max_seconds: float = Field(1800.0, gt=0)
     admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
     metrics_token: str | None = None  # unset = /metrics needs no token
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
@@ -102,10 +108,26 @@ class StateConfig(_Strict):
     backend: Literal["memory", "redis"] = "memory"
     url: str = "redis://127.0.0.1:6379/0"
     key_prefix: str = "tg:"
+    cluster: bool = False  # url names a seed node of a Redis/Valkey Cluster (docs/deploy.md)
 
 
 class DatabaseConfig(_Strict):
     url: str = "sqlite:///tiergate.db"
+
+
+class VirtualKeyConfig(_Strict):
+    """A workspace token issued through the admin API (docs/virtual-keys.md). Only
+    its SHA-256 is stored; the token itself is shown once, at creation."""
+
+    id: str = Field(pattern=r"^vk_[0-9a-f]{16}$")
+    name: str = Field("", max_length=128)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    prefix: str = Field("", max_length=16)  # the token's first characters, to recognise it
+    created: float = Field(0.0, ge=0)
+    revoked: float | None = Field(None, ge=0)  # when it was revoked; None = valid
+    rate_limit_rpm: int | None = Field(None, ge=1)
+    budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    budget_usd_per_month: float | None = Field(None, ge=0)  # billed USD per UTC month
 
 
 class WorkspaceConfig(_Strict):
@@ -114,6 +136,7 @@ class WorkspaceConfig(_Strict):
     escalation_share_cap_percent: float = Field(30.0, ge=0, le=100)
     rate_limit_rpm: int | None = Field(None, ge=1)  # requests per minute, all instances
     budget_usd_per_day: float | None = Field(None, ge=0)  # billed USD per UTC day
+    virtual_keys: list[VirtualKeyConfig] = Field(default_factory=list)
 
 
 class Price(_Strict):
@@ -148,6 +171,15 @@ class ChannelConfig(_Strict):
     enabled: bool = True
     cache_window_seconds: int | None = Field(None, ge=1)
     models: dict[str, ModelConfig] = Field(default_factory=dict)
+    # PEM file of extra CAs trusted for this channel's origin (docs/deploy.md)
+    ca_bundle: str | None = None
+
+    @field_validator("ca_bundle")
+    @classmethod
+    def _ca_bundle_readable(cls, path: str | None) -> str | None:
+        if path is not None and not os.access(path, os.R_OK):
+            raise ValueError(f"ca_bundle {path!r} is not a readable file")
+        return path
 
     def resolved_base_url(self) -> str:
         return (self.base_url or DEFAULT_BASE_URLS.get(self.type, "")).rstrip("/")
@@ -181,8 +213,19 @@ class EscalationConfig(_Strict):
 
 
 class Thresholds(_Strict):
+    """gated_adaptive's band edges. `t1_percentile` / `t2_percentile`, when set, put
+    an edge at that percentile of the router's own recent gate scores (as
+    escalation.percentile does); t1 / t2 apply until `percentile_warmup` scores are
+    in the window (docs/request-level-benchmarks.md, "Bands")."""
+
     t1: float = Field(0.35, ge=0, le=1)
     t2: float = Field(0.70, ge=0, le=1)
+    t1_percentile: float | None = Field(None, gt=0, lt=100)
+    t2_percentile: float | None = Field(None, gt=0, lt=100)
+    percentile_warmup: int = Field(200, ge=1)
+
+
+GateScore = Literal["lexical", "learned"]
 
 
 class RouterConfig(_Strict):
@@ -195,6 +238,8 @@ class RouterConfig(_Strict):
     strong_pool: list[str] = Field(default_factory=list)
     pools: dict[str, list[str]] = Field(default_factory=dict)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    # the score gated_adaptive bands on; strategy "learned" always uses the learned one
+    gate_score: GateScore = "lexical"
     default_model: str | None = None
     session_aware: bool = True
     escalation: EscalationConfig = Field(default_factory=EscalationConfig)
@@ -363,6 +408,9 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
         rnames.add(r.name)
         if r.thresholds.t1 > r.thresholds.t2:
             problems.append(f"{where}.thresholds: t1 must be <= t2")
+        t1p, t2p = r.thresholds.t1_percentile, r.thresholds.t2_percentile
+        if t1p is not None and t2p is not None and t1p > t2p:
+            problems.append(f"{where}.thresholds: t1_percentile must be <= t2_percentile")
         for field_name, pool in _pool_refs(r):
             for ref in pool:
                 if ref.startswith("@pool:"):
@@ -372,14 +420,21 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
                     problems.append(f"{where}.{field_name}: {ref!r} matches no exposed model")
         if r.default_model and r.default_model not in models:
             problems.append(f"{where}.default_model: unknown model {r.default_model!r}")
-        if r.strategy == "gated_adaptive" and not (r.weak_pool or r.mid_pool or r.strong_pool):
-            problems.append(f"{where}: gated_adaptive needs weak_pool, mid_pool or strong_pool")
+        if r.strategy in ("gated_adaptive", "learned") and not (
+            r.weak_pool or r.mid_pool or r.strong_pool
+        ):
+            problems.append(f"{where}: {r.strategy} needs weak_pool, mid_pool or strong_pool")
         if r.strategy == "dsl" and not r.rules:
             problems.append(f"{where}.rules: the dsl strategy needs at least one rule")
         problems.extend(_router_problems(r, sorted(models), where, i, text))
     wnames = [w.name for w in cfg.workspaces]
     if len(set(wnames)) != len(wnames):
         problems.append("workspaces: duplicate workspace name")
+    keys = [k for w in cfg.workspaces for k in w.virtual_keys]
+    if len({k.id for k in keys}) != len(keys):
+        problems.append("workspaces: duplicate virtual key id")
+    if len({k.sha256 for k in keys}) != len(keys):
+        problems.append("workspaces: two virtual keys have the same token")
     return problems
 
 

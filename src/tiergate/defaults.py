@@ -45,8 +45,9 @@ CATALOGUE: dict[str, dict[str, dict[str, Any]]] = {
             "quality_tier": 1,
             "price": {"input": 1.0, "output": 5.0},
         },
-        "anthropic/claude-sonnet-4-5": {
-            "upstream": "claude-sonnet-4-5",
+        # claude-sonnet-4-5 reached end of life on 2026-11-30 (the anthropic SDK warns)
+        "anthropic/claude-sonnet-4-6": {
+            "upstream": "claude-sonnet-4-6",
             "quality": 0.9,
             "quality_tier": 3,
             "price": {"input": 3.0, "output": 15.0},
@@ -76,7 +77,7 @@ WEAK = [
     "gemini/gemini-2.5-flash",
     "deepseek/deepseek-chat",
 ]
-STRONG = ["anthropic/claude-sonnet-4-5", "openai/gpt-5"]
+STRONG = ["anthropic/claude-sonnet-4-6", "openai/gpt-5"]
 
 
 def provider_keys(env: Mapping[str, str]) -> dict[str, list[str]]:
@@ -106,7 +107,11 @@ def _router(models: list[str]) -> dict[str, Any]:
 
 
 def auto_config(
-    env: Mapping[str, str], *, sim_url: str | None = None, token: str | None = None
+    env: Mapping[str, str],
+    *,
+    sim_url: str | None = None,
+    token: str | None = None,
+    admin_token: str | None = None,
 ) -> GatewayConfig:
     """Config from provider keys; with `sim_url`, demo channels on the simulator."""
     keys = provider_keys(env)
@@ -135,6 +140,8 @@ def auto_config(
         "routers": [_router(models)] if models else [],
         "demo": sim_url is not None,
     }
+    if admin_token:
+        data["server"] = {"admin_token": admin_token}
     if env.get("TIERGATE_DATABASE_URL"):
         data["database"] = {"url": env["TIERGATE_DATABASE_URL"]}
     if env.get("TIERGATE_REDIS_URL"):
@@ -142,5 +149,5 @@ def auto_config(
     return parse_config(data)
 
 
-def new_token() -> str:
-    return "tg-" + secrets.token_urlsafe(24)
+def new_token(prefix: str = "tg-") -> str:
+    return prefix + secrets.token_urlsafe(24)

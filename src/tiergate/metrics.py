@@ -1,8 +1,9 @@
 """Prometheus metrics for the whole gateway, on one private registry.
 
 A private registry (not prometheus_client's global one) keeps `/metrics` free of
-process-collector noise we did not ask for and lets tests read exact values
-without interference from other imports. Every metric is namespaced `tiergate_`.
+whatever other imports register and lets tests read exact values. Every
+metric is namespaced `tiergate_`, except the standard `process_*` family (CPU,
+memory, open files, start time) that dashboards and alerts expect by name.
 
 Label sets are deliberately small and bounded: router, model and channel names
 come from configuration, never from the client, so cardinality stays fixed.
@@ -10,17 +11,25 @@ come from configuration, never from the client, so cardinality stays fixed.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
     Counter,
     Gauge,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 
+if TYPE_CHECKING:
+    from tiergate.core.model import Usage
+    from tiergate.routing.distributor import Distributor
+
 NAMESPACE = "tiergate"
 REGISTRY = CollectorRegistry(auto_describe=True)
+ProcessCollector(registry=REGISTRY)  # process_cpu_seconds_total, process_resident_memory_bytes
 
 #: Latency buckets covering fast cache hits up to long agent generations.
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160, 320, 600)
@@ -47,6 +56,41 @@ UPSTREAM_LATENCY_SECONDS = Histogram(
     "Time spent in the upstream provider call, by channel and model.",
     ["channel", "model"],
     buckets=LATENCY_BUCKETS,
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+REQUESTS_IN_FLIGHT = Gauge(
+    "requests_in_flight",
+    "Completion requests received and not yet fully answered (streams until their end).",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+TOKENS_TOTAL = Counter(
+    "tokens",
+    "Tokens of served replies by channel, model and kind: input (the whole prompt), "
+    "cached (the part read from the provider's prompt cache), cache_write, output.",
+    ["channel", "model", "kind"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+COST_USD_TOTAL = Counter(
+    "cost_usd",
+    "Billed cost in USD (cache-aware list prices), by channel and model.",
+    ["channel", "model"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+UPSTREAM_KEY_HEALTHY = Gauge(
+    "upstream_key_healthy",
+    "1 when the key can be used now (enabled, not cooling down, channel enabled), else 0.",
+    ["channel", "key_index"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+UPSTREAM_KEY_FAILURES = Gauge(
+    "upstream_key_consecutive_failures",
+    "Failures in a row on the key (0 after a success).",
+    ["channel", "key_index"],
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
@@ -97,6 +141,21 @@ LEASE_CONFLICTS_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+SESSION_TIER_STORAGE_ERRORS_TOTAL = Counter(
+    "session_tier_storage_errors",
+    "Lane-store operations that failed because the store was unreachable "
+    "(op: acquire, finalize, retry).",
+    ["op"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+SESSION_TIER_PENDING_COMPLETIONS = Gauge(
+    "session_tier_pending_completions",
+    "Lane completions not yet recorded because the lane store was unreachable; "
+    "retried until recorded or their lease expires.",
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
 FEEDBACK_TOTAL = Counter(
     "feedback",
     "Client feedback calls, by result (credited, recorded, unknown).",
@@ -124,6 +183,26 @@ ADMIN_AUTH_FAILURES_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+
+# ---- upstream keys -----------------------------------------------------------
+
+UPSTREAM_KEY_STATE = Gauge(
+    "upstream_key_state",
+    "1 for each key's current state (ok, cooling_down, auth_failed: disabled by a "
+    "401/403 and probed, disabled: by the operator), 0 for the others.",
+    ["channel", "key", "state"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_PROBES_TOTAL = Counter(
+    "upstream_key_probes",
+    "Background probes of keys a 401/403 disabled (result: answered, refused, failed).",
+    ["channel", "result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+KEY_STATES = ("ok", "cooling_down", "auth_failed", "disabled")
+
 
 # ---- state storage -----------------------------------------------------------
 
@@ -178,6 +257,49 @@ def observe_upstream(channel: str, model: str, seconds: float, cache_read_tokens
     UPSTREAM_LATENCY_SECONDS.labels(channel, model).observe(seconds)
     if cache_read_tokens > 0:
         CACHE_READ_TOKENS_TOTAL.labels(channel, model).inc(cache_read_tokens)
+
+
+_USAGE_CHILDREN: dict[tuple[str, str], list[Counter]] = {}
+
+
+def observe_usage(channel: str, model: str, usage: Usage, cost_usd: float) -> None:
+    """Count a served reply's tokens and cost. The labelled children are looked up
+    once per (channel, model): both come from the config, so the cache is bounded."""
+    children = _USAGE_CHILDREN.get((channel, model))
+    if children is None:
+        children = [TOKENS_TOTAL.labels(channel, model, k) for k in _TOKEN_KINDS]
+        children.append(COST_USD_TOTAL.labels(channel, model))
+        _USAGE_CHILDREN[(channel, model)] = children
+    values = (
+        usage.input_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+        usage.output_tokens,
+        cost_usd,
+    )
+    for child, value in zip(children, values, strict=True):
+        if value > 0:
+            child.inc(value)
+
+
+_TOKEN_KINDS = ("input", "cached", "cache_write", "output")
+
+
+def observe_key_health(distributor: Distributor) -> None:
+    """Every configured key's health now, at scrape time (not per request)."""
+    now = distributor.clock()
+    UPSTREAM_KEY_HEALTHY.clear()  # a removed channel or key must disappear
+    UPSTREAM_KEY_FAILURES.clear()
+    UPSTREAM_KEY_STATE.clear()
+    for channel, index, current in distributor.key_health():
+        for state in KEY_STATES:
+            UPSTREAM_KEY_STATE.labels(channel, str(index), state).set(int(state == current))
+    for ch in distributor.channels:
+        usable = ch.config.enabled and ch.cooldown_until <= now
+        for i, key in enumerate(ch.keys):
+            labels = (ch.name, str(i))
+            UPSTREAM_KEY_HEALTHY.labels(*labels).set(int(usable and ch.key_usable(i, now)))
+            UPSTREAM_KEY_FAILURES.labels(*labels).set(key.consecutive_failures)
 
 
 def observe_escalation_event(

@@ -3,7 +3,8 @@
 A new config builds a new Distributor, but the runtime health of keys that
 survive the change must carry over: a key cooling down after a 429 is still
 rate limited, and a key disabled after a 401/403 stays disabled "until an
-operator re-enables it" (routing.distributor). A key survives when the same
+operator re-enables it" or a background probe finds it answering again
+(routing.distributor). A key survives when the same
 channel name still lists the same key string, at any index, so removing or
 reordering keys keeps every other key's health. The very KeyState objects are
 shared, so requests still in flight on the old table report into the new one.
@@ -52,6 +53,7 @@ def rebuild_distributor(
                 blocked = False
                 state.cooldown_until = 0.0
                 state.consecutive_failures = 0
+                state.probe_backoff = 0.0
             state.enabled = j not in ch.config.disabled_keys and not blocked
             ch.keys[j] = state
     return new

@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from tiergate.api import (
     admin_config,
+    admin_keys,
     admin_records,
     admin_sessions,
     admin_stats,
@@ -54,7 +55,7 @@ class Endpoint:
 
 _LIST = ("since", "until", "limit", "offset", "format")
 _WINDOW = ("since", "until")
-C, K, R, S = "Channels", "Keys", "Routers", "Sessions"
+C, K, R, S, V = "Channels", "Keys", "Routers", "Sessions", "Virtual keys"
 
 
 ENDPOINTS: tuple[Endpoint, ...] = (
@@ -303,6 +304,34 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         S,
         response="ResetResult",
         query=("router",),
+    ),
+    # virtual keys: workspace tokens issued here (docs/virtual-keys.md)
+    Endpoint(
+        "GET",
+        "/virtual-keys",
+        admin_keys.list_keys,
+        "Virtual keys with their limits and spend",
+        V,
+        response="VirtualKeyList",
+        query=("workspace",),
+    ),
+    Endpoint(
+        "POST",
+        "/virtual-keys",
+        admin_keys.create_key,
+        "Issue a virtual key (the token is returned once)",
+        V,
+        body="VirtualKeyBody",
+        response="VirtualKeyCreated",
+        status=201,
+    ),
+    Endpoint(
+        "POST",
+        "/virtual-keys/{id}/revoke",
+        admin_keys.revoke_key,
+        "Revoke a virtual key on every instance",
+        V,
+        response="VirtualKeyChange",
     ),
     # records
     Endpoint(

@@ -72,6 +72,8 @@ def key_view(
         view["cooldown_remaining_seconds"] = round(max(ks.cooldown_until - now, 0.0), 3)
         view["consecutive_failures"] = ks.consecutive_failures
         view["last_status"] = ks.last_status or None
+        if status == "auth_failed" and ks.probe_backoff > 0:
+            view["next_probe_in_seconds"] = round(max(ks.probe_at - now, 0.0), 3)
     return view
 
 
@@ -107,6 +109,8 @@ def masked_config(cfg: GatewayConfig, raw_doc: Mapping[str, Any]) -> dict[str, A
         ]
     for ws_doc in doc["workspaces"]:
         ws_doc["tokens"] = [mask_secret(t) for t in ws_doc.get("tokens") or []]
+        for vk in ws_doc.get("virtual_keys") or []:
+            vk.pop("sha256", None)  # not reversible, but nobody needs it: id and prefix
     server = doc["server"]
     for name in ("admin_token", "metrics_token"):
         server[name] = "set" if server.get(name) else None

@@ -4,7 +4,8 @@ Open by default, as scrapers expect; with `server.metrics_token` set it needs
 `Authorization: Bearer <metrics token>` (the admin token works too). Before
 rendering, the share-cap gauges are refreshed from the state store's day
 buckets, so every instance reports the fleet-wide share (best effort: a store
-outage leaves the last values and counts as a state-store error).
+outage leaves the last values and counts as a state-store error), and every
+key's health is read from this instance's distributor.
 """
 
 from __future__ import annotations
@@ -40,5 +41,6 @@ async def metrics_endpoint(ctx: AdminContext, request: Request) -> Response:
         )
     except (StateUnavailable, TimeoutError):
         log.debug("share gauges not refreshed: state store unavailable")
+    metrics.observe_key_health(ctx.state.gateway.distributor)
     body, content_type = metrics.render()
     return Response(body, 200, media_type=content_type)

@@ -145,6 +145,23 @@ SHADOW_ITEM = obj(
     ["id", "ts", "evidence", "label"],
 )
 _VERSIONED = {"version": {"type": "integer"}}
+VIRTUAL_KEY_VIEW = obj(
+    {
+        "id": {"type": "string"},
+        "workspace": {"type": "string"},
+        "name": {"type": "string"},
+        "prefix": {"type": "string", "description": "The token's first characters"},
+        "created": {"type": "number"},
+        "revoked": _NUM,
+        "active": {"type": "boolean"},
+        "rate_limit_rpm": _INT,
+        "budget_usd_per_day": _NUM,
+        "budget_usd_per_month": _NUM,
+        "spend_today_usd": _NUM,
+        "spend_month_usd": _NUM,
+    },
+    ["id", "workspace", "prefix", "active"],
+)
 
 RESPONSES: dict[str, Schema] = {
     "Error": ERROR,
@@ -205,6 +222,28 @@ RESPONSES: dict[str, Schema] = {
     "ResetResult": obj(
         {"scope": {"type": "string"}, "routers": {"type": "array", "items": {"type": "object"}}},
         ["scope", "routers"],
+    ),
+    "VirtualKeyView": VIRTUAL_KEY_VIEW,
+    "VirtualKeyList": list_of(ref("VirtualKeyView")),
+    "VirtualKeyCreated": obj(
+        {
+            **_VERSIONED,
+            "key": ref("VirtualKeyView"),
+            "token": {"type": "string", "description": "The token. Shown this once only."},
+        },
+        ["version", "key", "token"],
+    ),
+    "VirtualKeyChange": obj({**_VERSIONED, "key": ref("VirtualKeyView")}, ["version", "key"]),
+    "VirtualKeyBody": obj(
+        {
+            "workspace": {"type": "string", "minLength": 1},
+            "name": {"type": "string", "maxLength": 128},
+            "rate_limit_rpm": {"type": ["integer", "null"], "minimum": 1},
+            "budget_usd_per_day": {"type": ["number", "null"], "minimum": 0},
+            "budget_usd_per_month": {"type": ["number", "null"], "minimum": 0},
+        },
+        ["workspace"],
+        open_=False,
     ),
     "AuditList": list_of({"type": "object"}),
     "UsageList": list_of({"type": "object"}),

@@ -1,4 +1,5 @@
-"""The inbound APIs in the OpenAPI document: the OpenAI and Anthropic formats,
+"""The inbound APIs in the OpenAPI document: the OpenAI (chat completions and
+responses) and Anthropic formats,
 models, feedback, the explain diagnostic and health. Request schemas are exact
 where a fuzzer needs them and open where providers add fields."""
 
@@ -12,6 +13,7 @@ from tiergate.api.openapi_bodies import (
     EMBEDDINGS_REQUEST,
     MESSAGES_REQUEST,
 )
+from tiergate.api.openapi_responses import RESPONSES_EVENT, RESPONSES_REQUEST
 from tiergate.api.openapi_schema import (
     Schema,
     error_responses,
@@ -31,6 +33,17 @@ INBOUND: dict[str, Schema] = {
             "usage": {"type": "object"},
         },
         ["choices"],
+    ),
+    "ResponsesRequest": RESPONSES_REQUEST,
+    "Response": obj(
+        {
+            "id": {"type": "string"},
+            "object": {"type": "string", "const": "response"},
+            "status": {"type": "string"},
+            "output": {"type": "array"},
+            "usage": {"type": ["object", "null"]},
+        },
+        ["id", "object", "status", "output"],
     ),
     "MessagesRequest": MESSAGES_REQUEST,
     "Message": obj(
@@ -196,6 +209,17 @@ def inbound_paths() -> dict[str, Any]:
     }
     return {
         "/v1/chat/completions": {"post": {**chat, "operationId": "chat_completions"}},
+        "/v1/responses": {
+            "post": {
+                **_inbound_op(
+                    "OpenAI responses (Codex CLI)",
+                    "ResponsesRequest",
+                    "Response",
+                    stream=RESPONSES_EVENT,
+                ),
+                "operationId": "responses",
+            }
+        },
         "/v1/messages": {
             "post": {
                 **_inbound_op(

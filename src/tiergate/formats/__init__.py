@@ -112,15 +112,27 @@ def opt_bool(value: Any, param: str) -> bool | None:
     raise FormatError(f"expected a boolean, got {_kind(value)}", param)
 
 
-def opt_int(value: Any, param: str, minimum: int | None = None) -> int | None:
+#: The largest integer a request field may carry. Providers take 32-bit counts,
+#: and a JSON number past 2**64 (or 1e30) would otherwise reach the encoder,
+#: which cannot write it (a 500 instead of the client's 400).
+INT_CEILING = 2**31 - 1
+
+
+def opt_int(
+    value: Any, param: str, minimum: int | None = None, maximum: int = INT_CEILING
+) -> int | None:
     if value is None:
         return None
     if isinstance(value, float) and value.is_integer():
+        if abs(value) > maximum:
+            raise FormatError(f"must be at most {maximum}", param)
         value = int(value)  # JSON has one number type: 512.0 is the integer 512
     if isinstance(value, bool) or not isinstance(value, int):
         raise FormatError(f"expected an integer, got {_kind(value)}", param)
     if minimum is not None and value < minimum:
         raise FormatError(f"must be at least {minimum}", param)
+    if value > maximum:
+        raise FormatError(f"must be at most {maximum}", param)
     return value
 
 

@@ -1,6 +1,10 @@
 """Workspace tokens: stored hashed, compared in constant time.
 
-A workspace's identity in state keys is a hash of its name, never a token.
+Two kinds: the YAML `tokens` list (plaintext in the config file, hashed here)
+and virtual keys issued through the admin API (only their SHA-256 is ever
+stored; docs/virtual-keys.md). A virtual key authenticates as its workspace
+and carries its own limits on top of the workspace's. A workspace's identity
+in state keys is a hash of its name, never a token.
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tiergate.config import WorkspaceConfig
 from tiergate.gateway.limits import WorkspaceLimits
@@ -24,6 +28,8 @@ class Workspace:
     id: str  # short stable hash used in state keys and usage rows
     share_cap_percent: float
     limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
+    key_id: str | None = None  # the virtual key presented, if it was one
+    key_limits: WorkspaceLimits = field(default_factory=WorkspaceLimits)
 
 
 class TokenTable:
@@ -41,6 +47,13 @@ class TokenTable:
             for t in w.tokens:
                 if t:
                     self._entries.append((token_hash(t), ws))
+            for vk in w.virtual_keys:
+                if vk.revoked is None:
+                    limits = WorkspaceLimits(
+                        vk.rate_limit_rpm, vk.budget_usd_per_day, vk.budget_usd_per_month
+                    )
+                    keyed = replace(ws, key_id=vk.id, key_limits=limits)
+                    self._entries.append((bytes.fromhex(vk.sha256), keyed))
         self._by_hash = {h: ws for h, ws in self._entries}
 
     def __len__(self) -> int:

@@ -23,11 +23,11 @@ from starlette.responses import Response
 from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
 from tiergate.core.model import Usage
-from tiergate.gateway import dispatch
+from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import OPENAI
-from tiergate.gateway.pipeline import Gateway, without_keys
+from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.usage import UsageRecord
 from tiergate.providers.adapters import OpenAIProvider
 from tiergate.providers.base import UpstreamError
@@ -51,7 +51,7 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     headers = {"x-orca-request-id": request_id}
     try:
         workspace = gateway.authenticate(request)
-        await gateway.limiter.admit(workspace.id, workspace.limits)
+        await gateway.admit(workspace)  # the workspace's and its virtual key's limits
         body = await gateway.read_json(request)
         model = _model(body)
         distributor = gateway.distributor
@@ -83,12 +83,14 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     neutral = Usage(input_tokens=tokens if isinstance(tokens, int) else 0)
     cost = request_cost(neutral, target.model_config, target.channel.config.type)
+    gateway.charge(workspace, cost)
     latency = time.perf_counter() - started
     metrics.observe_request(None, model, target.channel.name, 200, latency)
     record = UsageRecord(
         request_id=request_id,
         ts=time.time(),
         workspace=workspace.name,
+        virtual_key=workspace.key_id,
         router=None,
         model=model,
         channel=target.channel.name,
@@ -113,25 +115,19 @@ def _failed(
     started: float,
     headers: dict[str, str],
 ) -> Response:
-    """The provider's words on a client error; a generic message on anything else."""
-    if isinstance(err, UpstreamError):
-        status = err.client_status()
-        message = (
-            without_keys(err.message, gateway.cfg)
-            if status < 500 and status != 429
-            else "Upstream provider failed after retries"
-        )
-        if status == 429:
-            headers["retry-after"] = str(int(err.retry_after or 1))
-        kind: str = err.kind
-    else:
-        status, message, kind = 503, "No upstream channel is available", "no_upstream"
+    """The same refusal as a chat request (gateway/failures.py): a generic message in
+    the client's format, the provider's text only in the log."""
+    refusal = failures.upstream_refusal(err, gateway.cfg, gateway.distributor, [model])
+    status = refusal.status
+    kind = err.kind if isinstance(err, UpstreamError) else (refusal.code or "no_upstream")
+    headers.update(refusal.headers or {})
     latency = time.perf_counter() - started
     metrics.observe_request(None, model, None, status, latency)
     failed = UsageRecord(
         request_id=request_id,
         ts=time.time(),
         workspace=workspace.name,
+        virtual_key=workspace.key_id,
         router=None,
         model=model,
         status=status,
@@ -139,4 +135,4 @@ def _failed(
         error_type=kind,
     )
     gateway.recorder.record("usage", failed.row())
-    return gateway.error_response(OPENAI, GatewayError(status, message, "upstream_error"), headers)
+    return gateway.error_response(OPENAI, refusal, headers)

@@ -1,7 +1,9 @@
-"""The two inbound wire formats as one interface the pipeline can call.
+"""The inbound wire formats as one interface the pipeline can call.
 
-OpenAI chat completions and Anthropic messages differ in parsing, rendering,
-stream framing and error shape; everything else in the pipeline is shared.
+OpenAI chat completions, OpenAI responses and Anthropic messages differ in
+parsing, rendering, stream framing and error shape; everything else in the
+pipeline is shared. Rendering gets the parsed request: a Response object echoes
+it, and a Responses reply renders each tool call in the kind of tool it called.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from starlette.requests import Request
 
 import tiergate.formats.anthropic as anthropic_fmt
 import tiergate.formats.openai as openai_fmt
+import tiergate.formats.responses as responses_fmt
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.formats.errors import anthropic_error_body, openai_error_body
 from tiergate.formats.sse import encode_sse
@@ -28,12 +31,15 @@ class Renderer(Protocol):
 class InboundFormat:
     name: str
     parse_request: Callable[[dict[str, Any]], ChatRequest]
-    render_response: Callable[[ChatResponse, str], dict[str, Any]]
-    renderer: Callable[[str, bool], Renderer]
+    render_response: Callable[[ChatResponse, ChatRequest], dict[str, Any]]
+    renderer: Callable[[ChatRequest], Renderer]
     error_body: Callable[[int, str, str | None], dict[str, Any]]
-    stream_error: Callable[[int, str], bytes]
+    #: an error after the stream opened, given the stream's renderer
+    stream_error: Callable[[Renderer, int, str], bytes]
     # what the format reads from the request beyond its body (headers, query)
     read_transport: Callable[[ChatRequest, Request], None] | None = None
+    #: the id a client sees for an upstream tool call (Anthropic: `toolu_...`)
+    tool_id: Callable[[str], str] = str
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -50,10 +56,10 @@ def _anthropic_error(status: int, message: str, code: str | None) -> dict[str, A
 OPENAI = InboundFormat(
     name="openai",
     parse_request=openai_fmt.parse_request,
-    render_response=openai_fmt.render_response,
-    renderer=lambda model, include_usage: openai_fmt.StreamRenderer(model, include_usage),
+    render_response=lambda resp, req: openai_fmt.render_response(resp, req.model),
+    renderer=lambda req: openai_fmt.StreamRenderer(req.model, req.include_usage),
     error_body=_openai_error,
-    stream_error=lambda status, msg: encode_sse(orjson.dumps(openai_error_body(status, msg))),
+    stream_error=lambda _, status, msg: encode_sse(orjson.dumps(openai_error_body(status, msg))),
 )
 
 
@@ -68,11 +74,28 @@ def _anthropic_transport(req: ChatRequest, request: Request) -> None:
 ANTHROPIC = InboundFormat(
     name="anthropic",
     parse_request=anthropic_fmt.parse_request,
-    render_response=anthropic_fmt.render_response,
-    renderer=lambda model, include_usage: anthropic_fmt.StreamRenderer(model),
+    render_response=lambda resp, req: anthropic_fmt.render_response(resp, req.model),
+    renderer=lambda req: anthropic_fmt.StreamRenderer(req.model),
     error_body=_anthropic_error,
-    stream_error=lambda status, msg: encode_sse(
+    stream_error=lambda _, status, msg: encode_sse(
         orjson.dumps(anthropic_error_body(status, msg)), event="error"
     ),
     read_transport=_anthropic_transport,
+    tool_id=anthropic_fmt.tool_use_id,
+)
+
+
+def _responses_stream_error(renderer: Renderer, status: int, message: str) -> bytes:
+    assert isinstance(renderer, responses_fmt.StreamRenderer)
+    return renderer.fail(status, message)
+
+
+# Non-streamed errors are OpenAI error JSON, as OpenAI answers on /v1/responses.
+RESPONSES = InboundFormat(
+    name="responses",
+    parse_request=responses_fmt.parse_request,
+    render_response=responses_fmt.render_response,
+    renderer=responses_fmt.StreamRenderer,
+    error_body=_openai_error,
+    stream_error=_responses_stream_error,
 )

@@ -28,6 +28,7 @@ from tiergate.lanes import (
     open_lane_store,
     policy_revision,
 )
+from tiergate.lanes.revision import LaneRevisions
 from tiergate.routing.distributor import Distributor
 
 
@@ -54,9 +55,16 @@ def _gateway_error(err: SessionTierError) -> GatewayError:
 class LaneGlue:
     """What the pipeline needs from the session-tiers package."""
 
-    def __init__(self, tiers: SessionTiers, distributor: Distributor) -> None:
+    def __init__(self, tiers: SessionTiers, distributor: Distributor, cfg: GatewayConfig) -> None:
         self.tiers = tiers
         self.distributor = distributor
+        self.revisions = LaneRevisions(cfg)
+
+    def reload(self, cfg: GatewayConfig, distributor: Distributor) -> None:
+        """A new config: each lane's revision is recomputed from it, so only lanes
+        whose router or approved model's catalogue entries changed are unbound."""
+        self.distributor = distributor
+        self.revisions = LaneRevisions(cfg)
 
     @property
     def enabled(self) -> bool:
@@ -88,6 +96,7 @@ class LaneGlue:
                 req.messages,
                 candidates,
                 admit=lambda c: self.distributor.is_live(c.route_id),
+                revision=self.revisions.get(turn.router),
             )
         except SessionTierError as err:
             raise _gateway_error(err) from None

@@ -1,11 +1,13 @@
-"""Per-workspace request rate limits and daily spend budgets, shared through the
-state store so every gateway instance enforces the same numbers.
+"""Request rate limits and spend budgets per workspace and per virtual key,
+shared through the state store so every gateway instance enforces the same
+numbers.
 
 Requests per minute: a fixed one-minute window counter, incremented at
-admission. USD per day: a UTC-day counter of billed cost, incremented at
-commit and checked at admission, so a workspace can overshoot by at most the
-requests already in flight when it crossed the line. Over either limit the
-request is refused with 429 and a Retry-After until the window resets.
+admission. USD per day and per month: UTC-day and UTC-month counters of
+billed cost, incremented at commit and checked at admission, so a workspace
+or key can overshoot by at most the requests already in flight when it
+crossed the line. Over any limit the request is refused with 429 and a
+Retry-After until the window resets.
 
 If the state store is unreachable the limits fail open (the request is
 served and the outage is logged by the store wrapper): refusing all traffic
@@ -14,6 +16,7 @@ because Redis blinked would turn a soft dependency into a hard one.
 
 from __future__ import annotations
 
+import calendar
 import math
 import time
 from collections.abc import Callable
@@ -29,12 +32,19 @@ DAY = 86400.0
 
 @dataclass(frozen=True, slots=True)
 class WorkspaceLimits:
+    """The limits of one scope: a workspace, or a virtual key within it."""
+
     rate_limit_rpm: int | None = None
     budget_usd_per_day: float | None = None
+    budget_usd_per_month: float | None = None
+
+    @property
+    def budgeted(self) -> bool:
+        return self.budget_usd_per_day is not None or self.budget_usd_per_month is not None
 
     @property
     def active(self) -> bool:
-        return self.rate_limit_rpm is not None or self.budget_usd_per_day is not None
+        return self.rate_limit_rpm is not None or self.budgeted
 
 
 def rpm_key(workspace_id: str, now: float) -> str:
@@ -43,6 +53,17 @@ def rpm_key(workspace_id: str, now: float) -> str:
 
 def budget_key(workspace_id: str, now: float) -> str:
     return f"lim:usd:{workspace_id}:{time.strftime('%Y%m%d', time.gmtime(now))}"
+
+
+def month_budget_key(scope_id: str, now: float) -> str:
+    return f"lim:usdm:{scope_id}:{time.strftime('%Y%m', time.gmtime(now))}"
+
+
+def seconds_to_next_month(now: float) -> int:
+    t = time.gmtime(now)
+    year, month = (t.tm_year + 1, 1) if t.tm_mon == 12 else (t.tm_year, t.tm_mon + 1)
+    start = calendar.timegm((year, month, 1, 0, 0, 0, 0, 0, 0))
+    return max(1, math.ceil(start - now))
 
 
 def seconds_to_next_minute(now: float) -> int:
@@ -60,8 +81,10 @@ class Limiter:
         self.store = store
         self.clock = clock
 
-    async def admit(self, workspace_id: str, limits: WorkspaceLimits) -> None:
-        """Raise a 429 GatewayError when the workspace is over a limit."""
+    async def admit(
+        self, workspace_id: str, limits: WorkspaceLimits, scope: str = "workspace"
+    ) -> None:
+        """Raise a 429 GatewayError when the workspace (or key: `scope`) is over a limit."""
         if not limits.active:
             return
         now = self.clock()
@@ -73,9 +96,19 @@ class Limiter:
                     raise GatewayError(
                         429,
                         f"Daily budget of ${limits.budget_usd_per_day:.2f} reached for this "
-                        "workspace; it resets at 00:00 UTC",
+                        f"{scope}; it resets at 00:00 UTC",
                         "budget_exceeded",
                         {"retry-after": str(wait)},
+                    )
+            if limits.budget_usd_per_month is not None:
+                key = month_budget_key(workspace_id, now)
+                if parse_number(await self.store.get(key)) >= limits.budget_usd_per_month:
+                    raise GatewayError(
+                        429,
+                        f"Monthly budget of ${limits.budget_usd_per_month:.2f} reached for "
+                        f"this {scope}; it resets on the 1st, 00:00 UTC",
+                        "budget_exceeded",
+                        {"retry-after": str(seconds_to_next_month(now))},
                     )
             if limits.rate_limit_rpm is not None:
                 count = await self.store.incr(rpm_key(workspace_id, now), 1.0, ttl=120)
@@ -90,10 +123,14 @@ class Limiter:
             return  # fail open, see module docstring
 
     async def charge(self, workspace_id: str, limits: WorkspaceLimits, cost: float) -> None:
-        """Add a billed request's cost to today's spend (only when a budget is set)."""
-        if limits.budget_usd_per_day is None or cost <= 0:
+        """Add a billed request's cost to the day's and month's spend (when budgeted)."""
+        if not limits.budgeted or cost <= 0:
             return
+        now = self.clock()
         try:
-            await self.store.incr(budget_key(workspace_id, self.clock()), cost, ttl=2 * DAY)
+            if limits.budget_usd_per_day is not None:
+                await self.store.incr(budget_key(workspace_id, now), cost, ttl=2 * DAY)
+            if limits.budget_usd_per_month is not None:
+                await self.store.incr(month_budget_key(workspace_id, now), cost, ttl=32 * DAY)
         except StateUnavailable:
             return

@@ -26,7 +26,7 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.formats.errors import FormatError
-from tiergate.gateway import dispatch
+from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
@@ -35,7 +35,7 @@ from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.gateway.usage import UsageRecord
-from tiergate.lanes import PreparedTurn, ToolCallObserver, policy_revision
+from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
 from tiergate.reload import rebuild_distributor
@@ -80,12 +80,11 @@ class Gateway:
         distributor = rebuild_distributor(cfg, self.distributor, reenabled)
         old = self.planner
         planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
-        self.lanes.tiers.set_revision(policy_revision(cfg))
+        self.lanes.reload(cfg, distributor)
         self.cfg = cfg
         self.tokens = TokenTable(cfg.workspaces)
         self.distributor = distributor
         self.planner = planner
-        self.lanes.distributor = distributor
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
 
     # ---- entry point ---------------------------------------------------------
@@ -95,9 +94,10 @@ class Gateway:
         started = time.perf_counter()
         headers = {"x-orca-request-id": request_id}
         plan: RoutePlan | None = None
+        workspace: Workspace | None = None
         try:
             workspace = self.authenticate(request)
-            await self.limiter.admit(workspace.id, workspace.limits)
+            await self.admit(workspace)
             body = await self.read_json(request)
             body, turn = self.lanes.extract(body)
             try:
@@ -145,16 +145,15 @@ class Gateway:
         except GatewayError as err:
             if err.code == "session_tier_busy":
                 metrics.LEASE_CONFLICTS_TOTAL.inc()
-            _observe_refusal(plan, err.status, started)
+            self._refused(request_id, workspace, plan, err, started)
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
         except FormatError as err:  # the request cannot be expressed in the upstream's format
-            _observe_refusal(plan, 400, started)
-            return self.error_response(
-                fmt, GatewayError(400, err.message, "invalid_request"), headers
-            )
+            refusal = GatewayError(400, err.message, "invalid_request")
+            self._refused(request_id, workspace, plan, refusal, started)
+            return self.error_response(fmt, refusal, headers)
         except ClientDisconnect:
-            _observe_refusal(plan, 499, started)
+            _observe_refusal(plan, 499, started, request_id, "client_disconnect")
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -183,6 +182,19 @@ class Gateway:
         if ws is None:
             raise GatewayError(401, "Invalid or missing API token", "invalid_api_key")
         return ws
+
+    async def admit(self, workspace: Workspace) -> None:
+        """The workspace's limits, then its virtual key's (429 GatewayError when over)."""
+        await self.limiter.admit(workspace.id, workspace.limits)
+        if workspace.key_id is not None:
+            await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
+
+    def charge(self, workspace: Workspace, cost: float) -> None:
+        """Count a billed reply against the workspace's and its key's budgets (later)."""
+        if workspace.limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.id, workspace.limits, cost))
+        if workspace.key_id is not None and workspace.key_limits.budgeted:
+            self._spawn(self.limiter.charge(workspace.key_id, workspace.key_limits, cost))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.cfg.server.max_body_bytes
@@ -242,12 +254,12 @@ class Gateway:
                 ctx.lane,
                 served_model=served.target.model,
                 response=resp,
-                tool_call_ids=tuple(tc.id for tc in resp.tool_calls),
+                tool_call_ids=tuple(ctx.fmt.tool_id(tc.id) for tc in resp.tool_calls),
             )
         ctx.headers["x-orca-resolved-model"] = served.target.model
         if _wants_cost(ctx.request):
             ctx.headers["x-orca-cost"] = f"{cost:.8f}"
-        body = ctx.fmt.render_response(resp, ctx.req.model)
+        body = ctx.fmt.render_response(resp, ctx.req)
         # metrics, usage row and log line once the reply is sent (same task, so a
         # graceful shutdown still waits for them; latency is measured as before)
         record = BackgroundTask(
@@ -281,7 +293,7 @@ class Gateway:
         served: dispatch.Served,
     ) -> AsyncIterator[bytes]:
         """Render upstream events in the client's dialect, byte for byte as they come."""
-        renderer = ctx.fmt.renderer(ctx.req.model, ctx.req.include_usage)
+        renderer = ctx.fmt.renderer(ctx.req)
         acc = StreamAccumulator()
         observer = ToolCallObserver() if ctx.lane is not None else None
         lane_pending = ctx.lane is not None
@@ -303,16 +315,17 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=acc.result(),
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                     lane_pending = False
                 yield chunk
             if not acc.finished:
                 status = 502
-                yield ctx.fmt.stream_error(502, "Upstream stream ended without completing")
+                message = "Upstream stream ended without completing"
+                yield ctx.fmt.stream_error(renderer, 502, message)
         except UpstreamError as err:
             status = err.client_status()
-            yield ctx.fmt.stream_error(status, "Upstream stream was interrupted")
+            yield ctx.fmt.stream_error(renderer, status, "Upstream stream was interrupted")
         finally:
             # Runs on success, on upstream failure and on client disconnect
             # (cancellation): record usage, and commit state only on success.
@@ -329,7 +342,7 @@ class Gateway:
                         ctx.lane,
                         served_model=served.target.model,
                         response=resp if status == 200 else None,
-                        tool_call_ids=observer.result() if observer is not None else None,
+                        tool_call_ids=_client_tool_ids(ctx, observer),
                     )
                 )
         if _wants_cost(ctx.request):
@@ -340,8 +353,7 @@ class Gateway:
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
         cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
-        if ctx.workspace.limits.budget_usd_per_day is not None:
-            self._spawn(self.limiter.charge(ctx.workspace.id, ctx.workspace.limits, cost))
+        self.charge(ctx.workspace, cost)
         return cost, time.perf_counter()
 
     async def _record_later(
@@ -377,10 +389,12 @@ class Gateway:
         metrics.observe_upstream(
             target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
         )
+        metrics.observe_usage(target.channel.name, target.model, u, cost)
         record = UsageRecord(
             request_id=ctx.request_id,
             ts=time.time(),
             workspace=ctx.workspace.name,
+            virtual_key=ctx.workspace.key_id,
             router=router,
             model=target.model,
             channel=target.channel.name,
@@ -421,44 +435,52 @@ class Gateway:
     def _upstream_failed(self, ctx: _Ctx, err: Exception) -> Response:
         if isinstance(err, UpstreamError) and err.disables_key:
             ctx.lane_credential_failure = True  # a confirmed 401/403: invalidate the lane
-        if isinstance(err, UpstreamError):
-            status = err.client_status()
-            if status < 500 and status not in (429,):
-                # the provider's own words on a client error, minus any key they quote
-                message = without_keys(err.message, self.cfg)
-            else:
-                message = "Upstream provider failed after retries"
-            headers = dict(ctx.headers)
-            if status == 429:
-                headers["retry-after"] = str(int(err.retry_after or 1))
-        else:
-            status, wait = self.distributor.unavailable_reason(ctx.plan.models)
-            message = "No upstream channel is available"
-            headers = dict(ctx.headers)
-            if status == 429:
-                message = "Every upstream key is rate limited; retry later"
-                headers["retry-after"] = str(max(1, round(wait or 1)))
+        refusal = failures.upstream_refusal(err, self.cfg, self.distributor, ctx.plan.models)
         model = ctx.plan.models[0] if ctx.plan.models else None
         router = ctx.plan.router.name if ctx.plan.router else None
-        metrics.observe_request(router, model, None, status, time.perf_counter() - ctx.started)
-        failed = UsageRecord(
+        elapsed = time.perf_counter() - ctx.started
+        metrics.observe_request(router, model, None, refusal.status, elapsed)
+        failures.record_failure(
+            self.recorder,
             request_id=ctx.request_id,
-            ts=time.time(),
             workspace=ctx.workspace.name,
-            router=router,
-            model=model,
-            status=status,
+            plan=ctx.plan,
+            status=refusal.status,
+            virtual_key=ctx.workspace.key_id,
             stream=ctx.req.stream,
-            latency_ms=(time.perf_counter() - ctx.started) * 1000,
-            session_hash=ctx.plan.session_hash,
+            started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
+            attempts=1 if isinstance(err, UpstreamError) else 0,
         )
-        self.recorder.record("usage", failed.row())
         self.planner.commits.spawn(
-            ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=status))
+            ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=refusal.status))
         )
-        return self.error_response(
-            ctx.fmt, GatewayError(status, message, "upstream_error"), headers
+        return self.error_response(ctx.fmt, refusal, {**ctx.headers, **(refusal.headers or {})})
+
+    def _refused(
+        self,
+        request_id: str,
+        workspace: Workspace | None,
+        plan: RoutePlan | None,
+        err: GatewayError,
+        started: float,
+    ) -> None:
+        """Count a refusal and log it; after authentication it also gets a usage row
+        (an unauthenticated request has no workspace to bill)."""
+        if workspace is None:
+            _observe_refusal(plan, err.status, started, request_id, err.code)
+            return
+        _count_refusal(plan, err.status, started)
+        failures.record_failure(
+            self.recorder,
+            request_id=request_id,
+            workspace=workspace.name,
+            plan=plan,
+            status=err.status,
+            stream=False,
+            started=started,
+            error_type=err.code or "refused",
+            virtual_key=workspace.key_id,
         )
 
     def error_response(
@@ -524,19 +546,38 @@ def _new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def _observe_refusal(plan: RoutePlan | None, status: int, started: float) -> None:
-    """Count a request refused before or without an upstream reply."""
+def _count_refusal(plan: RoutePlan | None, status: int, started: float) -> float:
+    """Count a refused request in the metrics; returns its latency in seconds."""
     router = plan.router.name if plan is not None and plan.router is not None else None
-    metrics.observe_request(router, None, None, status, time.perf_counter() - started)
+    latency = time.perf_counter() - started
+    metrics.observe_request(router, None, None, status, latency)
+    return latency
 
 
-def without_keys(message: str, cfg: GatewayConfig) -> str:
-    """Some providers quote the key they refused in their error: never relay it."""
-    for channel in cfg.channels:
-        for key in channel.keys:
-            if key and key in message:
-                message = message.replace(key, "[redacted key]")
-    return message
+def _observe_refusal(
+    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
+) -> None:
+    """Count and log a request refused before or without an upstream reply: the
+    access log shows every request, not only the served ones."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    latency = _count_refusal(plan, status, started)
+    log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "router": router,
+            "model": plan.models[0] if plan is not None and plan.models else None,
+            "status": status,
+            "latency_ms": round(latency * 1000, 2),
+            "error_type": error_type,
+        },
+    )
+
+
+def _client_tool_ids(ctx: _Ctx, observer: ToolCallObserver | None) -> tuple[str, ...] | None:
+    """The streamed tool-call ids as the client saw them (its next turn answers those)."""
+    ids = observer.result() if observer is not None else None
+    return None if ids is None else tuple(ctx.fmt.tool_id(i) for i in ids)
 
 
 def _wants_cost(request: Request) -> bool:

@@ -21,14 +21,14 @@ import numpy as np
 from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
-from tiergate.gateway import state_read
+from tiergate.gateway import no_route, state_read
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
 from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
-from tiergate.routing import affinity, escalation, linucb, strategies
+from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
@@ -44,7 +44,7 @@ from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
 from tiergate.routing.transcript import TranscriptCache, TranscriptSummary
 from tiergate.state import StateStore, is_shared_backend
-from tiergate.state.base import StateUnavailable, Write
+from tiergate.state.base import Incr, StateUnavailable, Write
 
 log = logging.getLogger(__name__)
 
@@ -229,7 +229,11 @@ class Planner:
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
             plan.bandit_x = ctx.bandit_context()
 
+        if bands.banded(router):
+            ctx.thresholds = bands.band_thresholds(router, state.band_scores)
         ranked = self._rank(router, candidates, ctx, state, plan.tier, pin_router)
+        if ctx.score is not None and bands.uses_percentile_bands(router):
+            plan.extras["band_score"] = ctx.score  # feeds the percentile edges at commit
         if state.pins is not None and ranked:
             plan.pins = state.pins_for(plan.tier)
             if pin_router is not None:
@@ -240,19 +244,19 @@ class Planner:
             plan.channel_pin = affinity.honoured_channel_pin(
                 plan.pins, ranked[0], self.distributor.views(ranked[0])
             )
-        default = router.default_model
-        if (
-            default
-            and default not in ranked
-            and self.distributor.is_live(default)
-            and (not esc_on or default in pools.pool(plan.tier))  # the tier binds it too
-        ):
-            ranked.append(default)  # the safety net
+        default = no_route.safety_net(
+            router, ranked, self.distributor, req, ctx.prompt_tokens, transcript.images
+        )
+        if default is not None and (not esc_on or default in pools.pool(plan.tier)):
+            ranked.append(default)  # the safety net, bound by the tier too
         if not ranked:
-            raise GatewayError(
-                503,
-                f"No model of router '{router.name}' can serve this request",
-                "no_capable_model",
+            raise no_route.no_route_error(
+                router,
+                self.cfg.exposed_models(),
+                self.distributor,
+                req,
+                ctx.prompt_tokens,
+                transcript.images,
             )
         plan.models = ranked
         return plan
@@ -274,7 +278,11 @@ class Planner:
         per-turn cost independent of conversation length.
         """
         strategy = router.strategy
-        if strategy == "gated_adaptive" and pin_router is not None and state.pins is not None:
+        if (
+            strategy in ("gated_adaptive", "learned")
+            and pin_router is not None
+            and state.pins is not None
+        ):
             pinned = state.pins_for(tier).model
             if pinned is not None and any(c.name == pinned for c in candidates):
                 strategy = "balanced"
@@ -363,12 +371,18 @@ class Planner:
         pins: list[Write] = []
         if outcome.success and target is not None and plan.scope is not None:
             pins = self._pin_writes(plan, target, served_tier)
+        band_score = plan.extras.get("band_score")
+        band_incrs = []
+        if plan.router is not None and band_score is not None:
+            band_incrs = [bands.band_score_incr(plan.router, band_score, self.clock())]
         d = plan.decision
         if d is not None and d.intents and outcome.success and outcome.response is not None:
             # one round trip: tier state, share counters and pins together
             await self._commit_escalation(plan, outcome, served_tier, pins)
-        elif pins:
-            await affinity.write_pins(self.store, pins)
+            if band_incrs:  # percentile bands beside escalation: one more round trip
+                await self._write_pins_and_counters([], band_incrs)
+        elif pins or band_incrs:
+            await self._write_pins_and_counters(pins, band_incrs)
         if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
             assert plan.bandit_x is not None
             reward = linucb.reward(outcome.success, outcome.cost)
@@ -377,6 +391,18 @@ class Planner:
             if outcome.success and request_id:  # client feedback may credit this arm later
                 key = feedback_key(plan.extras.get("workspace_id", ""), request_id)
                 await self.bandits.remember(key, plan.router.name, target.model, plan.bandit_x)
+
+    async def _write_pins_and_counters(self, pins: list[Write], incrs: list[Incr]) -> None:
+        """Pins and the percentile bands' score counter in one round trip."""
+        if not incrs:
+            await affinity.write_pins(self.store, pins)
+            return
+        try:
+            await self.store.apply_batch(pins, incrs)
+        except StateUnavailable:
+            if pins:
+                metrics.AFFINITY_DEGRADED_TOTAL.labels(op="write").inc()
+            log.warning("pins and band score not written: state store unavailable")
 
     def served_tier(self, plan: RoutePlan, target: Target | None) -> str | None:
         """The tier that actually served: strong exactly when a strong-tier model

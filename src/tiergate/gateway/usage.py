@@ -34,6 +34,9 @@ class UsageRecord:
     attempts: int = 1
     session_hash: str | None = None
     error_type: str | None = None
+    #: the virtual key presented, if any: on the access log line only (the usage
+    #: table has no column for it yet, docs/virtual-keys.md)
+    virtual_key: str | None = None
 
     def row(self) -> dict[str, Any]:
         """The usage table's row (`stream` as 0/1, like every integer column)."""
@@ -42,7 +45,8 @@ class UsageRecord:
         return row
 
     def log_fields(self) -> dict[str, Any]:
-        """The access log line's fields: the served request, rounded for reading."""
+        """The access log line's fields, served or failed, rounded for reading
+        (`error_type` None when served)."""
         return {
             "request_id": self.request_id,
             "workspace": self.workspace,
@@ -57,7 +61,9 @@ class UsageRecord:
             "cache_read_tokens": self.cache_read_tokens,
             "output_tokens": self.output_tokens,
             "cost_usd": round(self.cost_usd, 8),
+            "error_type": self.error_type,
+            "virtual_key": self.virtual_key,
         }
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord))
+_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord) if f.name != "virtual_key")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from tiergate.core.model import Message
 from tiergate.lanes.errors import busy, route_unavailable, tool_limit
-from tiergate.lanes.hashing import tool_id_hash
+from tiergate.lanes.hashing import tool_id_hash, turn_hash
 from tiergate.lanes.metadata import Kind, TierTurn
 from tiergate.lanes.record import LaneRecord
 
@@ -72,6 +72,7 @@ class RequestFacts:
     user_turns: int
     result_ids: frozenset[str]  # every tool result in the transcript
     trailing_result_ids: tuple[str, ...]  # tool results after the last assistant message
+    turn_mark: str | None = None  # turn_hash of the last user turn (None: no user message)
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +108,7 @@ def request_facts(messages: Sequence[Message], scope: str) -> RequestFacts:
     last = _last_assistant(messages)
     return RequestFacts(
         ends_with_user=_ends_with_user(messages),
+        turn_mark=_turn_mark(messages, scope),
         user_turns=sum(1 for m in messages if m.role == "user"),
         result_ids=frozenset(
             tool_id_hash(scope, m.tool_call_id)
@@ -129,6 +131,18 @@ def _ends_with_user(messages: Sequence[Message]) -> bool:
     return False
 
 
+def _turn_mark(messages: Sequence[Message], scope: str) -> str | None:
+    """The last user message, with the assistant reply it follows, as a one-way
+    mark. A compacted transcript keeps its newest turns, so the mark still tells a
+    new user turn from the one completed last, where a count of user messages
+    cannot (compaction lowers it). Reads only the last few messages."""
+    for i in range(len(messages) - 1, -1, -1):
+        if messages[i].role == "user":
+            before = next((m.text() for m in reversed(messages[:i]) if m.role == "assistant"), "")
+            return turn_hash(scope, messages[i].text(), before)
+    return None
+
+
 def _last_assistant(messages: Sequence[Message]) -> int:
     for i in range(len(messages) - 1, -1, -1):
         if messages[i].role == "assistant":
@@ -149,8 +163,13 @@ def is_safe_boundary(binding: LaneRecord | None, messages: Sequence[Message]) ->
 def boundary_open(binding: LaneRecord, facts: RequestFacts) -> bool:
     if not binding.last_turn_ok or binding.tools_unknown:
         return False  # failed, cancelled, ambiguous or unobservable previous turn
-    if not facts.ends_with_user or facts.user_turns <= binding.completed_user_turns:
-        return False  # a continuation, or no user turn newer than the completed one
+    if not facts.ends_with_user:
+        return False  # a continuation
+    if binding.completed_turn is not None:
+        if facts.turn_mark == binding.completed_turn:
+            return False  # the completed user turn again (a retry or continuation)
+    elif facts.user_turns <= binding.completed_user_turns:
+        return False  # a record from before turn marks: the count decides
     outstanding = set(binding.outstanding)
     if not outstanding <= facts.result_ids:
         return False  # partial results leave calls unresolved
@@ -225,13 +244,14 @@ def plan_acquire(
     """Take the lane's lease for this turn, or raise 409 busy / 503 route unavailable.
 
     An expired record or one from another policy revision is no binding at all
-    (the lane is invalidated). Nothing is written when this raises.
+    (the lane is invalidated), but a lease in force holds whatever the revision:
+    the request holding it is still running. Nothing is written when this raises.
     """
     base = current if current is not None and current.live(now) else None
-    if base is not None and base.revision != revision:
-        base = None
     if base is not None and base.leased(now):
         raise busy()
+    if base is not None and base.revision != revision:
+        base = None
     requested = Approval(turn.approved_model, turn.approved_tier)
     changed = deferred = False
     if base is None:
@@ -289,6 +309,7 @@ def plan_finalize(
     outcome: TurnOutcome,
     now: float,
     ttl: float,
+    turn_mark: str | None = None,
 ) -> FinalizePlan:
     """Record the turn's outcome and release the lease it holds.
 
@@ -310,6 +331,7 @@ def plan_finalize(
         changes: dict[str, object] = {
             "generation": current.generation + 1,
             "completed_user_turns": user_turns,
+            "completed_turn": turn_mark,
             "last_turn_ok": True,
             "actual_route": outcome.actual_route or current.actual_route,
         }

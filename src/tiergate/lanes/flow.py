@@ -22,6 +22,8 @@ from typing import Any
 
 from tiergate.core.model import Message
 from tiergate.lanes.decide import (
+    AcquirePlan,
+    RequestFacts,
     RouteCandidate,
     TurnOutcome,
     check_tool_limits,
@@ -30,14 +32,18 @@ from tiergate.lanes.decide import (
     request_facts,
 )
 from tiergate.lanes.errors import (
+    STORAGE_UNAVAILABLE,
     CapacityExhausted,
+    SessionTierError,
     StorageUnavailable,
     busy,
     capacity_exhausted,
     storage_unavailable,
 )
 from tiergate.lanes.hashing import revision_hash, scope_hash
-from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier
+from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier, strip_session_tier
+from tiergate.lanes.outage import OutageLog
+from tiergate.lanes.pending import PendingCompletions
 from tiergate.lanes.settings import SessionTierSettings
 from tiergate.lanes.store_base import LaneStore
 
@@ -59,6 +65,7 @@ class Lease:
     expires_at: float
     resolved: frozenset[str]  # outstanding tool hashes this request answers
     user_turns: int
+    turn_mark: str | None = None  # the request's last user turn (decide._turn_mark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,19 +106,30 @@ async def acquire(
     ttl: float,
     now: float,
     admit: Admit | None = None,
+    outage: OutageLog | None = None,
+    pending: PendingCompletions | None = None,
 ) -> PreparedTurn:
     """Take the lane's lease and decide the turn's approval and candidate order.
 
     Raises SessionTierError: 400 tool limit, 409 busy, 503 storage unavailable,
     capacity exhausted or approved route unavailable. `revision` is already hashed.
+
+    A swap whose reply was lost may still have been applied. The next read then
+    finds this request's own lease and takes it (not a 409 against itself); if the
+    store fails instead, every lease this call may have written is released in
+    the background (`pending`) so it cannot hold the lane until the TTL.
     """
     check_tool_limits(messages)
     if store is None:
         raise storage_unavailable()
     facts = request_facts(messages, scope)
+    tried: dict[str, AcquirePlan] = {}
     for _ in range(SWAP_ATTEMPTS):
         try:
             current = await store.load(scope, now)
+            mine = tried.get(current.record.lease_id or "") if current is not None else None
+            if mine is not None:
+                return _prepared(mine, scope, turn, facts, now + ttl)
             plan = plan_acquire(
                 current.record if current else None,
                 scope=scope,
@@ -124,34 +142,71 @@ async def acquire(
                 ttl=ttl,
                 lease_id=uuid.uuid4().hex,
             )
-            swapped = await store.swap(scope, current.etag if current else None, plan.record, now)
-        except (StorageUnavailable, CapacityExhausted) as err:
-            log.warning("session tier lease not taken: %s", type(err).__name__)
-            raise _mapped(err) from None
-        if swapped:
             assert plan.record.lease_id is not None
-            return PreparedTurn(
-                lease=Lease(
-                    scope=scope,
-                    lease_id=plan.record.lease_id,
-                    expires_at=now + ttl,
-                    resolved=plan.resolved,
-                    user_turns=facts.user_turns,
-                ),
-                kind=turn.kind,
-                lane=turn.lane,
-                approved_model=plan.approval.model,
-                approved_tier=plan.approval.tier,
-                candidates=plan.candidates,
-                new_binding=plan.new_binding,
-                approval_changed=plan.approval_changed,
-                approval_deferred=plan.approval_deferred,
-            )
+            tried[plan.record.lease_id] = plan
+            swapped = await store.swap(scope, current.etag if current else None, plan.record, now)
+        except StorageUnavailable as err:
+            if outage is not None:
+                outage.failed("acquire", err)
+            if pending is not None:
+                for lease_id in tried:
+                    _release_later(store, pending, scope, lease_id, now + ttl, ttl)
+            raise storage_unavailable() from None
+        except CapacityExhausted:
+            raise capacity_exhausted() from None
+        if outage is not None:
+            outage.succeeded()
+        if swapped:
+            return _prepared(plan, scope, turn, facts, now + ttl)
     raise busy()
 
 
+def _prepared(
+    plan: AcquirePlan, scope: str, turn: TierTurn, facts: RequestFacts, expires_at: float
+) -> PreparedTurn:
+    assert plan.record.lease_id is not None
+    return PreparedTurn(
+        lease=Lease(
+            scope=scope,
+            lease_id=plan.record.lease_id,
+            expires_at=expires_at,
+            resolved=plan.resolved,
+            user_turns=facts.user_turns,
+            turn_mark=facts.turn_mark,
+        ),
+        kind=turn.kind,
+        lane=turn.lane,
+        approved_model=plan.approval.model,
+        approved_tier=plan.approval.tier,
+        candidates=plan.candidates,
+        new_binding=plan.new_binding,
+        approval_changed=plan.approval_changed,
+        approval_deferred=plan.approval_deferred,
+    )
+
+
+def _release_later(
+    store: LaneStore,
+    pending: PendingCompletions,
+    scope: str,
+    lease_id: str,
+    expires_at: float,
+    ttl: float,
+) -> None:
+    """Release a lease this request may hold without knowing it (a lost reply)."""
+    lease = Lease(scope, lease_id, expires_at, frozenset(), 0)
+    outcome = TurnOutcome(success=False, tool_call_ids=())
+    pending.add(lambda: finalize(store, lease, outcome, ttl=ttl, now=pending.clock()), expires_at)
+
+
 async def finalize(
-    store: LaneStore | None, lease: Lease, outcome: TurnOutcome, *, ttl: float, now: float
+    store: LaneStore | None,
+    lease: Lease,
+    outcome: TurnOutcome,
+    *,
+    ttl: float,
+    now: float,
+    outage: OutageLog | None = None,
 ) -> bool:
     """Record the turn and release its lease. False: the lease was already gone
     (expired or replaced), so this late completion changed nothing."""
@@ -165,6 +220,7 @@ async def finalize(
                 lease_id=lease.lease_id,
                 resolved=lease.resolved,
                 user_turns=lease.user_turns,
+                turn_mark=lease.turn_mark,
                 outcome=outcome,
                 now=now,
                 ttl=ttl,
@@ -173,11 +229,15 @@ async def finalize(
                 log.info("session tier late completion ignored: lease no longer held")
                 return False
             assert current is not None
-            if await store.swap(lease.scope, current.etag, plan.record, now):
-                return True
+            swapped = await store.swap(lease.scope, current.etag, plan.record, now)
         except (StorageUnavailable, CapacityExhausted) as err:
-            log.warning("session tier completion not recorded: %s", type(err).__name__)
+            if outage is not None:
+                outage.failed("finalize", err)
             raise _mapped(err) from None
+        if outage is not None:
+            outage.succeeded()
+        if swapped:
+            return True
     return False
 
 
@@ -207,6 +267,8 @@ class SessionTiers:
         self.store = store
         self.clock = clock
         self._revision = revision_hash(revision)
+        self.outage = OutageLog()
+        self.pending = PendingCompletions(clock=clock)
 
     @property
     def enabled(self) -> bool:
@@ -219,9 +281,11 @@ class SessionTiers:
     def extract(
         self, body: dict[str, Any], model: str | None = None, *, pinned: bool = False
     ) -> tuple[dict[str, Any], TierTurn | None]:
-        """Take tier metadata out of the body; when disabled return the body untouched."""
+        """Take tier metadata out of the body. When the feature is off it is removed
+        all the same, unvalidated (a provider rejects `session_tier` as an unknown
+        parameter, and it carries the raw session id), and ignored."""
         if not self.enabled:
-            return body, None
+            return strip_session_tier(body), None
         return extract_session_tier(body, model, pinned=pinned)
 
     def scope(self, principal: str, turn: TierTurn) -> str:
@@ -234,20 +298,42 @@ class SessionTiers:
         messages: Sequence[Message],
         candidates: Sequence[RouteCandidate],
         admit: Admit | None = None,
+        revision: str | None = None,
     ) -> PreparedTurn:
+        """`revision`: this lane's own policy revision (lanes/revision.py); without
+        it, the one set for every lane (`set_revision`)."""
         return await acquire(
             self.store,
             scope=self.scope(principal, turn),
             turn=turn,
-            revision=self._revision,
+            revision=self._revision if revision is None else revision_hash(revision),
             messages=messages,
             candidates=candidates,
             ttl=self.settings.ttl_seconds,
             now=self.clock(),
             admit=admit,
+            outage=self.outage,
+            pending=self.pending,
         )
 
     async def finalize(self, prepared: PreparedTurn, outcome: TurnOutcome) -> bool:
-        return await finalize(
-            self.store, prepared.lease, outcome, ttl=self.settings.ttl_seconds, now=self.clock()
-        )
+        """Record the turn; when the store is unreachable, raise 503 and keep the
+        completion for a background retry (lanes/pending.py), so the lease is
+        released as soon as the store answers again."""
+        ttl = self.settings.ttl_seconds
+
+        async def attempt() -> bool:
+            return await finalize(
+                self.store, prepared.lease, outcome, ttl=ttl, now=self.clock(), outage=self.outage
+            )
+
+        try:
+            return await attempt()
+        except SessionTierError as err:
+            if err.code == STORAGE_UNAVAILABLE and self.store is not None:
+                self.pending.add(attempt, prepared.lease.expires_at)
+            raise
+
+    async def close(self) -> None:
+        """Shutdown: a last try at the pending completions."""
+        await self.pending.close()

@@ -17,6 +17,7 @@ import orjson
 _SCOPE = b"tiergate/session-tier/scope/v1"
 _TOOL = b"tiergate/session-tier/tool/v1"
 _REVISION = b"tiergate/session-tier/revision/v1"
+_TURN = b"tiergate/session-tier/turn/v1"
 
 #: Hex characters kept of a tool-id hash: 128 bits is ample for at most 128 ids.
 TOOL_HASH_CHARS = 32
@@ -38,6 +39,12 @@ def scope_hash(kind: str, principal: str, session: str, lane: str) -> str:
 
 def tool_id_hash(scope: str, tool_call_id: str) -> str:
     return _digest(_TOOL, scope, tool_call_id)[:TOOL_HASH_CHARS]
+
+
+def turn_hash(scope: str, *texts: str) -> str:
+    """A one-way mark of a user turn (its text and the reply it follows), salted
+    with the lane scope: tells a new user turn from a repeat without keeping text."""
+    return _digest(_TURN, scope, *texts)[:TOOL_HASH_CHARS]
 
 
 def revision_hash(revision: str) -> str:

@@ -8,18 +8,22 @@ Two shapes (seeds/session-tiers.md):
   `routing.session_tier: {lane, approved_model, approved_tier}`.
 
 The metadata is removed here, before the body is parsed into the neutral model,
-so no upstream ever sees it. A concrete model or a pinned routing mode stays
-caller-selected: its metadata is still validated and removed, but the turn
-acquires no binding. Error messages name fields, never the values sent.
+so no upstream ever sees it, also when the feature is off (`strip_session_tier`).
+A concrete model or a pinned routing mode stays caller-selected: its metadata
+is still validated and removed, but the turn acquires no binding. Error
+messages name fields, never the values sent.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from tiergate.lanes.errors import invalid
+
+log = logging.getLogger(__name__)
 
 Kind = Literal["managed", "public"]
 
@@ -75,8 +79,8 @@ def extract_session_tier(
     Without metadata the very same body object comes back. `model` defaults to
     `body["model"]`; `pinned` lets the pipeline report a pin it detected itself.
     Raises SessionTierError 400 invalid_session_tier for any malformed metadata.
-    Call this only when the feature is enabled: when it is off the body is
-    forwarded untouched, like any other unknown field.
+    Call this only when the feature is enabled; when it is off, use
+    `strip_session_tier`.
     """
     routing = body.get("routing")
     has_managed = "session_tier" in body
@@ -139,6 +143,35 @@ def extract_session_tier(
         approved_tier=tier,
         session=session,
     )
+
+
+def strip_session_tier(body: dict[str, Any]) -> dict[str, Any]:
+    """The body without `session_tier` and `routing.session_tier`, unvalidated: what
+    the feature does when it is off. Logged once per process, without values."""
+    routing = body.get("routing")
+    has_public = isinstance(routing, dict) and "session_tier" in routing
+    if "session_tier" not in body and not has_public:
+        return body
+    cleaned = dict(body)
+    cleaned.pop("session_tier", None)
+    if has_public:
+        assert isinstance(routing, dict)
+        rest = {k: v for k, v in routing.items() if k != "session_tier"}
+        if rest:
+            cleaned["routing"] = rest
+        else:
+            del cleaned["routing"]
+    global _ignored_logged
+    if not _ignored_logged:
+        _ignored_logged = True
+        log.info(
+            "session tier metadata received while SESSION_TIER_MODE is off: removed and "
+            "ignored (logged once)"
+        )
+    return cleaned
+
+
+_ignored_logged = False
 
 
 def _check_keys(meta: object, expected: frozenset[str], where: str) -> None:

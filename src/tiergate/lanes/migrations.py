@@ -33,11 +33,16 @@ SESSION_TIERS_DDL = (
         outstanding TEXT NOT NULL,           -- space-separated hashed tool-call ids
         lease_id TEXT,
         lease_expires_at REAL,
+        completed_turn TEXT,                 -- hash of the last completed user turn
         etag TEXT NOT NULL                   -- compare-and-swap version tag
     )
     """,
     "CREATE INDEX IF NOT EXISTS session_tiers_expires_at ON session_tiers (expires_at)",
 )
+
+
+#: Columns added after the first release, for tables created before them.
+ADDED_COLUMNS = (("completed_turn", "TEXT"),)
 
 
 def sqlite_path(url_or_path: str) -> str:
@@ -53,6 +58,10 @@ def migrate(path: str | Path) -> None:
         conn.execute("BEGIN IMMEDIATE")
         for statement in SESSION_TIERS_DDL:
             conn.execute(statement)
+        columns = {row[1] for row in conn.execute("PRAGMA table_info(session_tiers)")}
+        for name, kind in ADDED_COLUMNS:
+            if name not in columns:  # a table from an older release: add, never rewrite
+                conn.execute(f"ALTER TABLE session_tiers ADD COLUMN {name} {kind}")
         conn.execute("COMMIT")
     finally:
         conn.close()

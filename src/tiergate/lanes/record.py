@@ -30,6 +30,7 @@ class LaneRecord:
     outstanding: tuple[str, ...] = ()  # tool_id_hash of calls still without a result
     lease_id: str | None = None  # the in-flight request holding the lane
     lease_expires_at: float | None = None
+    completed_turn: str | None = None  # turn_hash of the last completed user turn
 
     def live(self, now: float) -> bool:
         return self.expires_at > now

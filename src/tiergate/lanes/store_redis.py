@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Awaitable
 from typing import Any
 
 from redis.asyncio import Redis
@@ -21,6 +22,9 @@ from redis.exceptions import RedisError
 from tiergate.lanes.errors import CapacityExhausted, StorageUnavailable
 from tiergate.lanes.record import LaneRecord
 from tiergate.lanes.store_base import DEFAULT_CAPACITY, Versioned
+from tiergate.state.base import StateUnavailable
+from tiergate.state.redis import RedisPyWire, Wire, open_wire, redis_py_client
+from tiergate.state.resp import ReplyError, RespClient, Script
 
 # KEYS: lane hash, live index. ARGV: expected etag ('' = absent), new etag
 # ('' = delete), data, now, expires_at, ttl ms, capacity, scope.
@@ -53,7 +57,15 @@ return 1
 """
 
 
+_SWAP_SCRIPT = Script.of(_SWAP)
+
+
 class RedisLaneStore:
+    """Commands go through the state store's wire (state/redis.py `open_wire`):
+    the same timeouts, the same lazy reconnect after a restart, and no command is
+    ever re-sent once written. A re-sent swap whose first copy had run would find
+    its own lease and report a conflict, leaving the lane busy until its TTL."""
+
     name = "redis"
 
     def __init__(
@@ -61,12 +73,13 @@ class RedisLaneStore:
         client: Redis,
         key_prefix: str = "tg:lanes:",
         capacity: int = DEFAULT_CAPACITY,
+        wire: Wire | None = None,
     ) -> None:
-        self.client = client
+        self.client = client  # redis-py: scans in tests and tooling; the wire otherwise
         self.prefix = key_prefix
         self.capacity = capacity
         self._index = f"{key_prefix}live"
-        self._swap = client.register_script(_SWAP)
+        self._wire: Wire = wire if wire is not None else RedisPyWire(client)
 
     @classmethod
     def from_url(
@@ -74,20 +87,28 @@ class RedisLaneStore:
         url: str,
         key_prefix: str = "tg:lanes:",
         capacity: int = DEFAULT_CAPACITY,
-        timeout: float = 2.0,
+        timeout: float = 1.0,
     ) -> RedisLaneStore:
         """Bounded timeouts: a hung Redis must become a prompt 503, not a stuck request."""
-        client = Redis.from_url(url, socket_connect_timeout=timeout, socket_timeout=timeout)
-        return cls(client, key_prefix=key_prefix, capacity=capacity)
+        client = redis_py_client(url, connect_timeout=timeout, socket_timeout=timeout)
+        wire = open_wire(url, client, connect_timeout=timeout, socket_timeout=timeout)
+        return cls(client, key_prefix=key_prefix, capacity=capacity, wire=wire)
 
     def _key(self, scope: str) -> str:
         return f"{self.prefix}lane:{scope}"
 
-    async def load(self, scope: str, now: float) -> Versioned | None:
+    async def _run(self, call: Awaitable[Any]) -> Any:
         try:
-            etag, exp, data = await self.client.hmget(self._key(scope), ["etag", "exp", "data"])
-        except RedisError as err:
+            return await call
+        except StateUnavailable as err:
+            raise StorageUnavailable(f"redis lane store: {err}") from err
+        except (RedisError, ReplyError) as err:
             raise StorageUnavailable(f"redis lane store: {type(err).__name__}") from err
+
+    async def load(self, scope: str, now: float) -> Versioned | None:
+        etag, exp, data = await self._run(
+            self._wire.call("HMGET", self._key(scope), "etag", "exp", "data")
+        )
         if etag is None or data is None or exp is None or float(exp) <= now:
             return None
         return Versioned(LaneRecord.from_json(data), _text(etag))
@@ -109,27 +130,26 @@ class RedisLaneStore:
                 self.capacity,
                 scope,
             ]
-        try:
-            result = await self._swap(keys=[self._key(scope), self._index], args=args)
-        except RedisError as err:
-            raise StorageUnavailable(f"redis lane store: {type(err).__name__}") from err
+        result = await self._run(
+            self._wire.evalsha(_SWAP_SCRIPT, [self._key(scope), self._index], args)
+        )
         if result == -1:
             raise CapacityExhausted()
         return bool(result == 1)
 
     async def live_count(self, now: float) -> int:
-        try:
-            return int(await self.client.zcount(self._index, f"({now!r}", "+inf"))
-        except RedisError as err:
-            raise StorageUnavailable(f"redis lane store: {type(err).__name__}") from err
+        return int(await self._run(self._wire.call("ZCOUNT", self._index, f"({now!r}", "+inf")))
 
     async def ping(self) -> bool:
         try:
-            return bool(await self.client.ping())
-        except RedisError:
+            await self._run(self._wire.call("PING"))
+        except StorageUnavailable:
             return False
+        return True
 
     async def close(self) -> None:
+        if isinstance(self._wire, RespClient):
+            await self._wire.close()
         await self.client.aclose()
 
 

@@ -27,11 +27,11 @@ T = TypeVar("T")
 _COLUMNS = (
     "scope, lane, approved_model, approved_tier, actual_route, revision, expires_at, "
     "generation, completed_user_turns, last_turn_ok, tools_unknown, outstanding, "
-    "lease_id, lease_expires_at"
+    "lease_id, lease_expires_at, completed_turn"
 )
 _UPSERT = (
     f"INSERT OR REPLACE INTO session_tiers ({_COLUMNS}, etag) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -51,6 +51,7 @@ def _row(record: LaneRecord) -> tuple[Any, ...]:
         " ".join(record.outstanding),
         record.lease_id,
         record.lease_expires_at,
+        record.completed_turn,
     )
 
 
@@ -70,6 +71,7 @@ def _record(row: tuple[Any, ...]) -> LaneRecord:
         outstanding=tuple(row[11].split()),
         lease_id=row[12],
         lease_expires_at=row[13],
+        completed_turn=row[14],
     )
 
 

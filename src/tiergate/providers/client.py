@@ -8,6 +8,7 @@ gzip/deflate decoding, a connect timeout and a between-bytes read timeout.
 Layers: `Response` and `Connection` (one exchange, providers/exchange.py),
 `HostPool` (bounded keep-alive pool per origin, providers/pool.py) and
 `HTTPClient` here (URL cache, request bytes, the one stale-connection retry).
+Proxies and CA bundles come from `UpstreamNetwork` (providers/network.py).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tiergate.providers.exchange import (
     Response,
     StaleConnection,
 )
+from tiergate.providers.network import Proxy, UpstreamNetwork
 from tiergate.providers.pool import HostPool
 
 __all__ = [
@@ -50,6 +52,7 @@ __all__ = [
 class _Target(NamedTuple):
     origin: tuple[str, str, int]
     prefix: str  # request line, host and fixed headers
+    proxy: Proxy | None  # the connections' first hop, when not direct
 
 
 _FIXED = frozenset({"host", "content-length", "transfer-encoding", "connection"})
@@ -66,6 +69,7 @@ class HTTPClient:
         limit_per_host: int = 512,
         idle_timeout: float = 60.0,
         ssl_context: ssl.SSLContext | None = None,
+        network: UpstreamNetwork | None = None,
     ) -> None:
         self.loop = asyncio.get_running_loop()
         self.connect_timeout = connect_timeout
@@ -75,12 +79,13 @@ class HTTPClient:
         self._pools: dict[tuple[str, str, int], HostPool] = {}
         self._targets: dict[str, _Target] = {}
         self._heads: dict[tuple[object, ...], bytes] = {}
-        self._ssl = ssl_context  # default: the system's CAs, made on first https use
+        self._ssl = ssl_context  # one context for every origin, else the network's
+        self.network = network or UpstreamNetwork()  # default: direct, the system's CAs
 
-    def ssl_context(self) -> ssl.SSLContext:
-        if self._ssl is None:
-            self._ssl = ssl.create_default_context()
-        return self._ssl
+    def ssl_context(self, host: str, port: int) -> ssl.SSLContext:
+        if self._ssl is not None:
+            return self._ssl
+        return self.network.ssl_context(host, port)
 
     async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Response:
         """Send a POST and return once the response head arrived (body not yet read).
@@ -98,7 +103,9 @@ class HTTPClient:
         pool = self._pools.get(target.origin)
         if pool is None:
             scheme, host, port = target.origin
-            pool = self._pools[target.origin] = HostPool(self, host, port, scheme == "https")
+            pool = self._pools[target.origin] = HostPool(
+                self, host, port, scheme == "https", target.proxy
+            )
         resp = (await pool.acquire()).send(head, body)
         try:
             await resp._wait_head()
@@ -123,11 +130,11 @@ class HTTPClient:
         if target is None:
             if len(self._targets) > 4096:
                 self._targets.clear()
-            target = self._targets[url] = _parse(url)
+            target = self._targets[url] = _parse(url, self.network)
         return target
 
 
-def _parse(url: str) -> _Target:
+def _parse(url: str, network: UpstreamNetwork) -> _Target:
     try:
         parts = urlsplit(url)
         port = parts.port
@@ -143,8 +150,13 @@ def _parse(url: str) -> _Target:
     path = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     if any(c in path for c in " \r\n"):
         raise InvalidRequest("url path has whitespace")
+    proxy = network.proxy_for(scheme, host, port or default)
+    if proxy is not None and scheme == "http":  # a plain-http proxy takes the absolute URL
+        path = f"http://{host_header}{path}"
     prefix = f"POST {path} HTTP/1.1\r\nhost: {host_header}\r\nuser-agent: tiergate\r\n"
-    return _Target((scheme, host, port or default), prefix)
+    if proxy is not None and scheme == "http" and proxy.authorization:
+        prefix += f"proxy-authorization: {proxy.authorization}\r\n"
+    return _Target((scheme, host, port or default), prefix, proxy)
 
 
 def _head(prefix: str, headers: Mapping[str, str]) -> bytes:

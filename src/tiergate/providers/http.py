@@ -14,15 +14,23 @@ import orjson
 
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
+from tiergate.providers.network import UpstreamNetwork
 
 
 class UpstreamHTTP:
     """Shared upstream client; the connection pool is created on first use, inside
     the running event loop."""
 
-    def __init__(self, *, connect_timeout: float = 10.0, read_timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        *,
+        connect_timeout: float = 10.0,
+        read_timeout: float = 600.0,
+        network: UpstreamNetwork | None = None,
+    ) -> None:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
+        self.network = network or UpstreamNetwork()
         self._client: HTTPClient | None = None
 
     @property
@@ -33,6 +41,7 @@ class UpstreamHTTP:
                 read_timeout=self._read_timeout,
                 limit_per_host=512,
                 idle_timeout=60.0,
+                network=self.network,
             )
         return self._client
 

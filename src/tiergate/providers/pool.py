@@ -12,6 +12,7 @@ from tiergate.providers.exchange import (
     ConnectionClosed,
     ConnectTimeout,
 )
+from tiergate.providers.network import Proxy, open_tunnel
 
 if TYPE_CHECKING:
     from tiergate.providers.client import HTTPClient
@@ -21,11 +22,14 @@ class HostPool:
     """Kept-alive connections to one origin, at most `limit` open (LIFO reuse, so
     the spare ones age out after `idle_timeout`)."""
 
-    def __init__(self, client: HTTPClient, host: str, port: int, tls: bool) -> None:
+    def __init__(
+        self, client: HTTPClient, host: str, port: int, tls: bool, proxy: Proxy | None = None
+    ) -> None:
         self.loop = client.loop
         self.read_timeout = client.read_timeout
         self._client = client
         self._host, self._port, self._tls = host, port, tls
+        self._proxy = proxy
         self.conns: set[Connection] = set()
         self._idle: deque[Connection] = deque()
         self._connecting = 0
@@ -128,19 +132,43 @@ class HostPool:
         return conn
 
     async def _open(self) -> Connection:
+        host, port, tls = self._host, self._port, self._tls
         try:
             async with asyncio.timeout(self._client.connect_timeout):
+                if self._proxy is not None and tls:
+                    return await self._open_tunnelled(self._proxy)
+                if self._proxy is not None:  # plain http: the proxy is the peer
+                    host, port = self._proxy.host, self._proxy.port
                 _, conn = await self.loop.create_connection(
                     lambda: Connection(self),
-                    self._host,
-                    self._port,
-                    ssl=self._client.ssl_context() if self._tls else None,
-                    server_hostname=self._host if self._tls else None,
+                    host,
+                    port,
+                    ssl=self._client.ssl_context(host, port) if tls else None,
+                    server_hostname=host if tls else None,
                 )
         except TimeoutError:
             raise ConnectTimeout("connect timed out") from None
         except OSError as err:
             raise ConnectError(f"{type(err).__name__}: {err}") from None
+        return conn
+
+    async def _open_tunnelled(self, proxy: Proxy) -> Connection:
+        """TLS to the upstream inside the proxy's CONNECT tunnel: end to end, so the
+        proxy sees neither the request nor the key."""
+        raw = await open_tunnel(self.loop, proxy, self._host, self._port)
+        conn = Connection(self)
+        try:
+            transport = await self.loop.start_tls(
+                raw,
+                conn,
+                self._client.ssl_context(self._host, self._port),
+                server_hostname=self._host,
+            )
+        except BaseException:
+            raw.abort()
+            raise
+        assert transport is not None
+        conn.connection_made(transport)
         return conn
 
     def _sweep(self) -> None:

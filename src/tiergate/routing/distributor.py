@@ -8,7 +8,8 @@ pin (from session affinity) goes first when it is still valid.
 
 Health rules: a 429, 5xx, timeout or connection failure cools the key down;
 repeated failures across keys cool the whole channel; a 401/403 disables the
-key until an operator re-enables it.
+key, which is then probed in the background with doubling back-off
+(gateway/key_probe.py) and re-enabled when it answers, or by an operator.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class KeyState:
     cooldown_until: float = 0.0
     consecutive_failures: int = 0
     last_status: int = 0
+    probe_at: float = 0.0  # disabled by a 401/403: when to probe it next (clock time)
+    probe_backoff: float = 0.0  # the current wait between probes; 0 = not auth-disabled
 
 
 @dataclass(slots=True)
@@ -86,6 +89,8 @@ class Distributor:
 
     channels: list[ChannelState]
     cooldown_seconds: float = 30.0
+    probe_seconds: float = 30.0  # first wait before probing an auth-disabled key; 0 = never
+    probe_max_seconds: float = 1800.0
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
     _by_model: dict[str, list[ChannelState]] = field(default_factory=dict)
@@ -96,7 +101,13 @@ class Distributor:
         for i, c in enumerate(cfg.channels):
             keys = [KeyState(enabled=j not in c.disabled_keys) for j in range(len(c.keys))]
             chans.append(ChannelState(index=i, config=c, keys=keys))
-        d = cls(channels=chans, cooldown_seconds=cfg.server.cooldown_seconds, **kw)  # type: ignore[arg-type]
+        d = cls(
+            channels=chans,
+            cooldown_seconds=cfg.server.cooldown_seconds,
+            probe_seconds=cfg.server.key_probe_seconds,
+            probe_max_seconds=cfg.server.key_probe_max_seconds,
+            **kw,  # type: ignore[arg-type]
+        )
         d.reindex()
         return d
 
@@ -196,18 +207,24 @@ class Distributor:
 
     def unavailable_reason(self, models: list[str]) -> tuple[int, float | None]:
         """Why nothing could be attempted: (429, seconds until a key is free) when
-        every serving key is cooling down after rate limits, else (503, None)."""
+        every serving key is cooling down after rate limits, else (503, seconds
+        until the first cooling key or channel is tried again, None when none is
+        cooling: every key disabled or every channel switched off)."""
         now = self.clock()
         waits, statuses = [], set()
         for m in models:
             for ch in self._by_model.get(m, ()):
+                if not ch.config.enabled:
+                    continue
                 for k in ch.keys:
-                    if k.enabled and k.cooldown_until > now:
-                        waits.append(k.cooldown_until - now)
-                        statuses.add(k.last_status)
+                    if k.enabled:
+                        until = max(k.cooldown_until, ch.cooldown_until)
+                        if until > now:
+                            waits.append(until - now)
+                            statuses.add(k.last_status)
         if waits and statuses == {429}:
             return 429, min(waits)
-        return 503, None
+        return 503, min(waits) if waits else None
 
     def report_failure(
         self, t: Target, *, disable_key: bool, retry_after: float | None, status: int = 0
@@ -218,9 +235,75 @@ class Distributor:
         k = t.channel.keys[t.key_index]
         if disable_key:
             k.enabled = False
+            k.last_status = status
+            self._schedule_probe(k, now)
             return
         k.consecutive_failures += 1
         k.last_status = status
         k.cooldown_until = now + (retry_after if retry_after is not None else self.cooldown_seconds)
         if not t.channel.usable_keys(now):
             t.channel.cooldown_until = k.cooldown_until
+
+    # ---- probing auth-disabled keys (gateway/key_probe.py) --------------------
+
+    def _schedule_probe(self, k: KeyState, now: float) -> None:
+        """Next probe of a key a 401/403 disabled: the first after `probe_seconds`,
+        each later one twice as late, at most `probe_max_seconds`."""
+        if self.probe_seconds <= 0:
+            return
+        k.probe_backoff = min(max(k.probe_backoff * 2, self.probe_seconds), self.probe_max_seconds)
+        k.probe_at = now + k.probe_backoff
+
+    def due_probes(self) -> list[Target]:
+        """One probe target per auth-disabled key whose probe is due: the key's
+        channel's first model. Keys the operator disabled are never probed."""
+        now = self.clock()
+        out = []
+        for ch in self.channels:
+            if not ch.config.enabled or not ch.config.models:
+                continue
+            model = next(iter(ch.config.models))
+            for i, k in enumerate(ch.keys):
+                if k.enabled or i in ch.config.disabled_keys or k.probe_backoff <= 0:
+                    continue
+                if k.probe_at <= now:
+                    out.append(Target(model, ch, i))
+        return out
+
+    def probe_answered(self, t: Target) -> None:
+        """The provider accepted the key again: back in service."""
+        k = t.channel.keys[t.key_index]
+        k.enabled = True
+        k.consecutive_failures = 0
+        k.cooldown_until = 0.0
+        k.last_status = 0
+        k.probe_backoff = 0.0
+        k.probe_at = 0.0
+
+    def probe_failed(self, t: Target, *, refused: bool) -> None:
+        """`refused` (401/403 again): back off further; any other failure says
+        nothing about the key, so it is probed again after the same wait."""
+        k = t.channel.keys[t.key_index]
+        now = self.clock()
+        if refused:
+            self._schedule_probe(k, now)
+        else:
+            k.probe_at = now + max(k.probe_backoff, self.probe_seconds)
+
+    def key_health(self) -> list[tuple[str, int, str]]:
+        """(channel, key index, state) for every key: ok, cooling_down,
+        auth_failed (probed) or disabled (by the operator)."""
+        now = self.clock()
+        out = []
+        for ch in self.channels:
+            for i, k in enumerate(ch.keys):
+                if i in ch.config.disabled_keys:
+                    state = "disabled"
+                elif not k.enabled:
+                    state = "auth_failed"
+                elif k.cooldown_until > now:
+                    state = "cooling_down"
+                else:
+                    state = "ok"
+                out.append((ch.name, i, state))
+        return out

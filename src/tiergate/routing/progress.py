@@ -162,10 +162,9 @@ class Progress:
                 self.files_edited.update(action.paths if action.edit else ())
             self.last_kind = "tool"
             self.step(action, obs, index)
-        else:
-            self.pending_text = None
-            if m.role != "system":  # an injected instruction does not split a user turn
-                self.last_kind = m.role
+        elif m.role != "system":  # an injected instruction neither splits a turn nor
+            self.pending_text = None  # answers a pending command
+            self.last_kind = m.role
 
     # ---- one action and its observation --------------------------------------------
 

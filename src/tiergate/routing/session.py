@@ -2,13 +2,16 @@
 
 Resolution order (first non-empty wins), wire-compatible with OrcaRouter:
 
-1. headers  X-OrcaRouter-Session-Id, X-Session-Id, X-Claude-Code-Session-Id
+1. headers  X-OrcaRouter-Session-Id, X-Session-Id, X-Claude-Code-Session-Id,
+            then Codex CLI's `session-id` (older releases: `session_id`)
 2. body     metadata.session_id, prompt_cache_key,
             metadata.user_id in Claude Code's forms only:
               "user_<hash>_account_<uuid>_session_<uuid>"  -> the session uuid
               '{"device_id": ..., "session_id": "<uuid>"}'  -> its session_id
             user
-3. a fingerprint: sha256 of the system prompt + the first user message.
+3. a fingerprint: sha256 of the system prompt + the first user message
+   (chat completions, Anthropic messages, or a Responses API body's
+   `instructions` + first user input item).
 
 A plain `metadata.user_id` (any other shape) is ignored: it names a person,
 not a conversation, and treating it as a session would merge all of that
@@ -36,7 +39,13 @@ import orjson
 
 MAX_SESSION_ID_CHARS = 256
 
-HEADER_SOURCES = ("x-orcarouter-session-id", "x-session-id", "x-claude-code-session-id")
+HEADER_SOURCES = (
+    "x-orcarouter-session-id",
+    "x-session-id",
+    "x-claude-code-session-id",
+    "session-id",
+    "session_id",
+)
 
 FINGERPRINT = "fingerprint"
 
@@ -146,17 +155,21 @@ def _content_text(content: object) -> str:
 
 
 def conversation_opening(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(system prompt, first user message) of an OpenAI or Anthropic body.
+    """(system prompt, first user message) of an OpenAI, Anthropic or Responses body.
 
-    System text is the Anthropic top-level `system` plus any OpenAI
-    system/developer messages before the first user message. None when there is
-    no user message.
+    System text is the Anthropic top-level `system` (Responses: `instructions`)
+    plus any system/developer messages before the first user message. None when
+    there is no user message.
     """
     system: list[str] = []
-    top = body.get("system")
+    top = body.get("system", body.get("instructions"))  # Anthropic, Responses API
     if top is not None:
         system.append(_content_text(top))
     messages = body.get("messages")
+    if messages is None:  # a Responses API body: `input` is a string or items
+        messages = body.get("input")
+        if isinstance(messages, str):
+            return "\n".join(system), messages
     if not isinstance(messages, list):
         return None
     for msg in messages:

@@ -45,7 +45,13 @@ OPENAI_MODELS = (
     "deepseek-chat",
     "deepseek-reasoner",
 )
-ANTHROPIC_MODELS = ("claude-opus-4-1", "claude-sonnet-4-5", "claude-haiku-4-5")
+ANTHROPIC_MODELS = (
+    "claude-opus-4-6",
+    "claude-sonnet-4-6",
+    "claude-haiku-4-5",
+    "claude-opus-4-1",
+    "claude-sonnet-4-5",
+)
 GEMINI_MODELS = ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-2.5-flash-lite")
 CREATED = 1_754_000_000
 

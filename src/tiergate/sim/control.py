@@ -1,4 +1,4 @@
-"""Test-only control endpoints under /_sim: faults, clock, stats, reset."""
+"""Test-only control endpoints under /_sim: faults, clock, agent script, stats, reset."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from tiergate.sim.faults import parse_rule
+from tiergate.sim.script import parse_script_name
 from tiergate.sim.state import SimState
 
 
@@ -53,6 +54,18 @@ def control_routes(state: SimState) -> list[Route]:
             state.clock.advance(float(advance))
         return _json({"now": state.clock.now(), "offset": state.clock.offset})
 
+    async def script(request: Request) -> Response:
+        """POST {"name": "fix" | "loop" | null} arms (or disarms) an agent script."""
+        if request.method == "POST":
+            try:
+                payload = await _body(request)
+                if not isinstance(payload, dict):
+                    raise ValueError("expected an object")
+                state.script = parse_script_name(payload.get("name"))
+            except (ValueError, orjson.JSONDecodeError) as exc:
+                return _json({"error": str(exc)}, 400)
+        return _json({"name": state.script})
+
     async def stats(request: Request) -> Response:
         return _json({**state.stats.snapshot(), "cache_entries": state.cache.entry_count()})
 
@@ -68,6 +81,7 @@ def control_routes(state: SimState) -> list[Route]:
         Route("/_sim/faults", list_faults, methods=["GET"]),
         Route("/_sim/faults", clear_faults, methods=["DELETE"]),
         Route("/_sim/clock", clock, methods=["GET", "POST"]),
+        Route("/_sim/script", script, methods=["GET", "POST"]),
         Route("/_sim/stats", stats, methods=["GET"]),
         Route("/_sim/reset", reset, methods=["POST"]),
         Route("/_sim/health", health, methods=["GET"]),

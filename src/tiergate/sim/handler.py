@@ -20,6 +20,7 @@ from tiergate.sim.faults import FaultRule
 from tiergate.sim.prompt import PromptIndex, SimCall, SimRequestError, index_prompt
 from tiergate.sim.responder import plan_reply
 from tiergate.sim.responses import EventStreamResponse, TruncatedResponse, wait_for_disconnect
+from tiergate.sim.script import scripted_reply
 from tiergate.sim.state import SimState
 from tiergate.sim.wire import ReplyContext, SimUsage, Wire
 
@@ -102,7 +103,8 @@ async def serve(
 
     prompt = index_prompt(call.blocks, call.model)
     outcome = cache_usage(state, api_key, call, prompt)
-    reply = plan_reply(call, prompt.digest, settings.default_output_tokens)
+    scripted = scripted_reply(call, state.script, prompt.digest) if state.script else None
+    reply = scripted or plan_reply(call, prompt.digest, settings.default_output_tokens)
     usage = SimUsage(
         prompt_tokens=prompt.total,
         cache_read=outcome.read,

@@ -108,7 +108,7 @@ class OpenAIWire:
             thinking=deepseek and ("reasoner" in model or _thinking_enabled(body)),
             can_think=deepseek,
             json_schema=_json_schema(body.get("response_format")),
-            json_mode=(body.get("response_format") or {}).get("type") == "json_object",
+            json_mode=_json_schema_type(body.get("response_format")) == "json_object",
             cache_ttl_seconds=RETENTION_SECONDS.get(str(body.get("prompt_cache_retention"))),
         )
 
@@ -387,8 +387,34 @@ def _thinking_enabled(body: dict[str, Any]) -> bool:
     return isinstance(thinking, dict) and thinking.get("type") == "enabled"
 
 
+def _json_schema_type(response_format: Any) -> Any:
+    return response_format.get("type") if isinstance(response_format, dict) else None
+
+
 def _json_schema(response_format: Any) -> dict[str, Any] | None:
-    if isinstance(response_format, dict) and response_format.get("type") == "json_schema":
-        schema = (response_format.get("json_schema") or {}).get("schema")
-        return schema if isinstance(schema, dict) else {}
-    return None
+    """The requested schema; a malformed `response_format` is a 400, as OpenAI answers."""
+    if response_format is None:
+        return None
+    if not isinstance(response_format, dict):
+        raise _bad(
+            "Invalid type for 'response_format': expected an object.",
+            "response_format",
+            "invalid_type",
+        )
+    if response_format.get("type") != "json_schema":
+        return None
+    spec = response_format.get("json_schema")
+    if not isinstance(spec, dict):
+        raise _bad(
+            "Invalid type for 'response_format.json_schema': expected an object.",
+            "response_format.json_schema",
+            "invalid_type",
+        )
+    if not isinstance(spec.get("name"), str):
+        raise _bad(
+            "Missing required parameter: 'response_format.json_schema.name'.",
+            "response_format.json_schema.name",
+            "missing_required_parameter",
+        )
+    schema = spec.get("schema")
+    return schema if isinstance(schema, dict) else {}

@@ -7,6 +7,7 @@ import time
 
 from tiergate.sim.cache import PromptCache
 from tiergate.sim.faults import FaultBook
+from tiergate.sim.script import ScriptName
 from tiergate.sim.settings import SimSettings
 from tiergate.sim.stats import SimStats
 
@@ -31,6 +32,8 @@ class SimState:
         self.cache = PromptCache(settings)
         self.faults = FaultBook()
         self.stats = SimStats()
+        self.script: ScriptName | None = None
+        """The armed agent script (sim/script.py); None answers as usual."""
         self._ids = itertools.count(1)
         self._run = f"{int(time.time()) & 0xFFFFFF:06x}"
 
@@ -42,4 +45,5 @@ class SimState:
         self.cache.clear()
         self.faults.clear()
         self.stats.clear()
+        self.script = None
         self.clock.offset = self.settings.clock_offset_seconds

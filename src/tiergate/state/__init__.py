@@ -31,6 +31,10 @@ __all__ = [
 
 def make_store(cfg: StateConfig) -> StateStore:
     """Build the configured backend. No I/O: Redis connects lazily on first use."""
+    if cfg.backend == "redis" and cfg.cluster:
+        from tiergate.state.redis_cluster import RedisClusterStore
+
+        return ResilientStore(RedisClusterStore.from_config(cfg))
     if cfg.backend == "redis":
         return ResilientStore(RedisStore.from_config(cfg))
     return MemoryStore()

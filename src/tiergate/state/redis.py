@@ -126,7 +126,7 @@ def _is_unavailable(err: BaseException) -> bool:
     return isinstance(err, ResponseError) and str(err).startswith(UNAVAILABLE_PREFIXES)
 
 
-class _Wire(Protocol):
+class Wire(Protocol):
     """What RedisStore's one-round-trip operations need from a client (RespClient's API)."""
 
     async def call(self, *args: Arg) -> Any: ...
@@ -136,7 +136,7 @@ class _Wire(Protocol):
     async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any: ...
 
 
-class _RedisPyWire:
+class RedisPyWire:
     """The RespClient API on redis-py, for URLs the fast client does not speak
     (rediss://, unix://, query options). Errors are translated the same way."""
 
@@ -169,6 +169,41 @@ class _RedisPyWire:
             raise _translate(err, "evalsha") from err
 
 
+def open_wire(
+    url: str,
+    client: aioredis.Redis,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+) -> Wire:
+    """The state store's command path for `url`: RespClient for redis:// URLs, else
+    `client` (redis-py). Other Redis users (the lane store) take it too, so every
+    part of the gateway fails, fails fast and reconnects the same way, and never
+    re-sends a command it already wrote."""
+    fast = RespClient.from_url(url, connect_timeout=connect_timeout, socket_timeout=socket_timeout)
+    return fast if fast is not None else RedisPyWire(client)
+
+
+def redis_py_client(
+    url: str,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+    max_connections: int = 512,
+) -> aioredis.Redis:
+    """redis-py configured as the state store uses it: short timeouts and one
+    immediate retry on connection errors only, which replaces a stale pooled
+    connection after a Redis restart and never re-sends after a timeout (the
+    command may have run; a re-sent INCRBYFLOAT would double-count)."""
+    return aioredis.from_url(
+        url,
+        socket_connect_timeout=connect_timeout,
+        socket_timeout=socket_timeout,
+        max_connections=max_connections,
+        retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
+    )
+
+
 def _translate(err: Exception, op: str) -> Exception:
     """redis-py's exceptions as RespClient raises them: StateUnavailable or ReplyError."""
     if _is_unavailable(err):
@@ -194,21 +229,17 @@ class RedisStore:
     ) -> None:
         self.url = url
         self.prefix = key_prefix
-        self._redis: aioredis.Redis = aioredis.from_url(
+        self._redis: aioredis.Redis = redis_py_client(
             url,
-            socket_connect_timeout=connect_timeout,
+            connect_timeout=connect_timeout,
             socket_timeout=socket_timeout,
             max_connections=max_connections,
-            # One immediate retry, on connection errors only: replaces a stale pooled
-            # connection after a Redis restart, and never re-sends after a timeout
-            # (the command may have run; a re-sent INCRBYFLOAT would double-count).
-            retry=Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,)),
         )
         #: The hot path's client: pipelined RESP on one connection (redis:// URLs only).
-        self._fast = RespClient.from_url(
-            url, connect_timeout=connect_timeout, socket_timeout=socket_timeout
+        self._wire: Wire = open_wire(
+            url, self._redis, connect_timeout=connect_timeout, socket_timeout=socket_timeout
         )
-        self._wire: _Wire = self._fast or _RedisPyWire(self._redis)
+        self._fast = self._wire if isinstance(self._wire, RespClient) else None
 
     @classmethod
     def from_config(cls, cfg: StateConfig) -> RedisStore:

@@ -24,6 +24,7 @@ from tiergate.formats.anthropic.response import (
     parse_usage,
     render_response,
     render_usage,
+    tool_use_id,
 )
 from tiergate.formats.anthropic.stream import StreamParser, StreamRenderer
 from tiergate.formats.errors import UpstreamStreamError
@@ -41,5 +42,6 @@ __all__ = [
     "render_request",
     "render_response",
     "render_usage",
+    "tool_use_id",
     "upstream_betas",
 ]

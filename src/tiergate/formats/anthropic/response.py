@@ -116,7 +116,12 @@ def _response_blocks(resp: ChatResponse) -> list[dict[str, Any]]:
             blocks.append(p.block)
     for c in resp.tool_calls:
         blocks.append(
-            {"type": "tool_use", "id": c.id, "name": c.name, "input": arguments_object(c.arguments)}
+            {
+                "type": "tool_use",
+                "id": tool_use_id(c.id),
+                "name": c.name,
+                "input": arguments_object(c.arguments),
+            }
         )
     return blocks
 
@@ -124,7 +129,7 @@ def _response_blocks(resp: ChatResponse) -> list[dict[str, Any]]:
 def render_response(resp: ChatResponse, model: str) -> dict[str, Any]:
     """The exact Message object a client expects."""
     return {
-        "id": resp.id or new_message_id(),
+        "id": message_id(resp.id),
         "type": "message",
         "role": "assistant",
         "model": model,
@@ -137,3 +142,19 @@ def render_response(resp: ChatResponse, model: str) -> dict[str, Any]:
 
 def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex}"
+
+
+def message_id(upstream_id: str | None) -> str:
+    """The Message id a client sees: Anthropic's own as is; another provider's
+    (`chatcmpl-...`) behind `msg_`, which Anthropic clients expect."""
+    if not upstream_id:
+        return new_message_id()
+    return upstream_id if upstream_id.startswith("msg_") else f"msg_{upstream_id}"
+
+
+def tool_use_id(upstream_id: str) -> str:
+    """A tool_use block's id: `toolu_` before another provider's (`call_...`).
+    Deterministic, so the client's tool_result names the id its history holds."""
+    if not upstream_id:
+        return f"toolu_{uuid.uuid4().hex[:24]}"
+    return upstream_id if upstream_id.startswith("toolu_") else f"toolu_{upstream_id}"

@@ -24,9 +24,11 @@ from tiergate.formats import dumps
 from tiergate.formats.anthropic.response import (
     FINISH_IN,
     FINISH_OUT,
+    message_id,
     new_message_id,
     parse_usage,
     render_usage,
+    tool_use_id,
 )
 from tiergate.formats.errors import UpstreamStreamError
 from tiergate.formats.sse import encode_sse
@@ -220,7 +222,7 @@ class StreamRenderer:
         out = b""
         if not self._started:
             if isinstance(event, StreamStart):
-                return self._start(event.id or new_message_id(), event.input_tokens)
+                return self._start(message_id(event.id), event.input_tokens)
             out = self._start(new_message_id(), 0)
         if isinstance(event, TextDelta):
             if not event.text:
@@ -242,7 +244,12 @@ class StreamRenderer:
             delta = {"type": "input_json_delta", "partial_json": event.arguments}
             return out + self._block_delta(index, delta)
         if isinstance(event, ToolCallStart):
-            tool_use = {"type": "tool_use", "id": event.id, "name": event.name, "input": {}}
+            tool_use = {
+                "type": "tool_use",
+                "id": tool_use_id(event.id),
+                "name": event.name,
+                "input": {},
+            }
             out += self._open_block("tool", tool_use)
             self._tool_blocks[event.index] = self._open_index
             return out

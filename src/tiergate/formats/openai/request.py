@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from tiergate.core.model import (
@@ -29,6 +30,7 @@ from tiergate.formats.errors import FormatError
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
+_SCHEMA_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 # Request fields the neutral model names; everything else lands in `extra`.
 _NAMED = frozenset(
@@ -82,12 +84,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     stream = bool(opt_bool(body.get("stream"), "stream"))
     stream_options = opt_dict(body.get("stream_options"), "stream_options") or {}
     include = opt_bool(stream_options.get("include_usage"), "stream_options.include_usage")
-    response_format = opt_dict(body.get("response_format"), "response_format")
-    rf_type = (response_format or {}).get("type")
-    if response_format is not None and not (
-        isinstance(rf_type, str) and rf_type in _RESPONSE_FORMATS
-    ):
-        raise FormatError("type must be text, json_object or json_schema", "response_format.type")
+    response_format = _parse_response_format(body.get("response_format"))
     tools_raw = body.get("tools")
     tools = (
         [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
@@ -115,6 +112,29 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="openai",
     )
+
+
+def _parse_response_format(raw: Any) -> dict[str, Any] | None:
+    """`response_format` checked as OpenAI checks it, so a malformed one is the
+    client's 400 here rather than an upstream rejection retried on every key."""
+    rf = opt_dict(raw, "response_format")
+    if rf is None:
+        return None
+    rf_type = rf.get("type")
+    if not (isinstance(rf_type, str) and rf_type in _RESPONSE_FORMATS):
+        raise FormatError("type must be text, json_object or json_schema", "response_format.type")
+    if rf_type != "json_schema":
+        return rf
+    spec = expect_dict(rf.get("json_schema"), "response_format.json_schema")
+    name = expect_str(spec.get("name"), "response_format.json_schema.name")
+    if not _SCHEMA_NAME.fullmatch(name):
+        raise FormatError(
+            "must be 1-64 letters, digits, '_' or '-'", "response_format.json_schema.name"
+        )
+    opt_dict(spec.get("schema"), "response_format.json_schema.schema")
+    opt_bool(spec.get("strict"), "response_format.json_schema.strict")
+    opt_str(spec.get("description"), "response_format.json_schema.description")
+    return rf
 
 
 def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Message]) -> None:
@@ -222,13 +242,13 @@ def _user_parts(content: Any, path: str) -> list[Part]:
             if not isinstance(spec, str):
                 spec = expect_dict(spec, f"{ppath}.image_url").get("url")
             url = spec
-            parts.append(_image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
+            parts.append(image_from_url(expect_str(url, f"{ppath}.image_url.url"), ppath))
         else:
             raise FormatError(f"unsupported content part {kind!r}", f"{ppath}.type")
     return parts
 
 
-def _image_from_url(url: str, path: str) -> ImagePart:
+def image_from_url(url: str, path: str) -> ImagePart:
     if not url.startswith("data:"):
         return ImagePart(url=url)
     header, sep, data = url[5:].partition(",")

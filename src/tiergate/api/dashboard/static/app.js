@@ -9,8 +9,9 @@ import * as cache from "./page_cache.js";
 import * as audit from "./page_audit.js";
 import * as sessions from "./page_sessions.js";
 import * as shadow from "./page_shadow.js";
+import * as keys from "./page_keys.js";
 
-const PAGES = { overview, cache, audit, sessions, shadow };
+const PAGES = { overview, cache, audit, sessions, shadow, keys };
 // Auto-refresh period: 5 s, or ?refresh=SECONDS on the page URL (1-300).
 const REFRESH_MS = refreshSeconds(new URLSearchParams(location.search).get("refresh")) * 1000;
 const $ = (id) => document.getElementById(id);

@@ -102,7 +102,7 @@ function drawHits(el, cache, channels) {
     return;
   }
   const health = new Map();
-  for (const ch of channels) for (const k of ch.keys) health.set(`${ch.name}/${k.index}`, k.status);
+  for (const ch of channels) for (const k of ch.keys) health.set(`${ch.name}/${k.index}`, k);
   const parts = [
     bars(
       cache.channels.map((c) => ({
@@ -119,7 +119,11 @@ function drawHits(el, cache, channels) {
   for (const c of cache.channels) {
     for (const k of c.keys) {
       const id = `${c.channel}-${k.key_index}`;
-      const status = health.get(`${c.channel}/${k.key_index}`);
+      const key = health.get(`${c.channel}/${k.key_index}`);
+      const status = key?.status;
+      // a key a 401/403 disabled is probed in the background: say when next
+      const probe =
+        key?.next_probe_in_seconds != null ? ` (probe in ${Math.ceil(key.next_probe_in_seconds)} s)` : "";
       rows.push([
         c.channel,
         h(
@@ -128,7 +132,7 @@ function drawHits(el, cache, channels) {
           `#${k.key_index ?? DASH} `,
           h("code", {}, k.masked ?? "removed"),
         ),
-        h("td", { class: `status ${status || ""}` }, STATUS_TEXT[status] ?? DASH),
+        h("td", { class: `status ${status || ""}` }, (STATUS_TEXT[status] ?? DASH) + probe),
         num(int(k.requests), `cache-key-requests-${id}`),
         num(int(k.input_tokens), `cache-key-input-${id}`),
         num(int(k.cache_read_tokens), `cache-key-read-${id}`),

@@ -163,6 +163,10 @@ function drawKpis(el, series, savingsItems) {
   const spend = series.reduce((a, sr) => a + sr.spendTotal, 0);
   const errors = series.reduce((a, sr) => a + sr.errors, 0);
   const strong = series.find((sr) => sr.tier === "strong");
+  // Served requests only, as the share-cap card counts them: a failed request
+  // never commits a tier, so counting it here made the two figures disagree.
+  const served = series.reduce((a, sr) => a + sr.total - sr.errors, 0);
+  const strongServed = strong ? strong.total - strong.errors : 0;
   const saved = savingsItems.reduce((a, i) => a + i.saved_usd, 0);
   const uncached = savingsItems.reduce((a, i) => a + i.uncached_cost_usd, 0);
   fill(
@@ -171,9 +175,9 @@ function drawKpis(el, series, savingsItems) {
     kpi("Spend", usd(spend), "kpi-spend", "billed, cache-aware"),
     kpi(
       "Strong tier",
-      pct(requests ? (strong?.total || 0) / requests : null),
+      pct(served ? strongServed / served : null),
       "kpi-strong-share",
-      `of requests · ${pct(spend ? (strong?.spendTotal || 0) / spend : null)} of spend`,
+      `of served requests in this range · ${pct(spend ? (strong?.spendTotal || 0) / spend : null)} of spend`,
     ),
     kpi(
       "Saved by cache affinity",
@@ -242,9 +246,10 @@ function drawShare(el, share) {
     h(
       "dl",
       { class: "facts" },
-      h("dt", {}, "Strong requests"),
-      h("dd", { testid: "share-strong-requests" }, `${int(share.strong_requests)} of ${int(share.requests)}`),
-      h("dt", {}, "Request share"),
+      // the cap counts turns: a resent identical turn (a retry) is one turn, two requests
+      h("dt", {}, "Strong turns"),
+      h("dd", { testid: "share-strong-requests" }, `${int(share.strong_requests)} of ${int(share.requests)} counted turns`),
+      h("dt", {}, "Turn share"),
       h("dd", { testid: "share-request-share" }, pct(share.request_share)),
       h("dt", {}, "Spend share"),
       h("dd", { testid: "share-spend-share" }, pct(share.spend_share)),

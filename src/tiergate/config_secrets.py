@@ -1,0 +1,150 @@
+"""Literal secrets never reach `config_versions`: stored documents hold a redaction
+marker in their place, and each instance restores them from what it knows.
+
+A provider key or workspace token written as a `${VAR}` reference is stored as
+that reference (each instance expands it from its own environment). A literal
+one is replaced by `redacted:sha256:<16 hex>` before the row is written, and the
+literal stays in the process's vault: the instance's own seed file, plus every
+literal an admin change on this instance supplied. Reading a row puts the
+literals back from the vault.
+
+A marker no vault entry matches (an admin added a literal key on another
+instance) cannot be used here: the key is kept as the marker (the provider refuses
+it, so the first 401 disables it at runtime; the document itself is not changed,
+so a later change here cannot disable it for the instance that knows it), the
+token is dropped (a marker must never authenticate), and one warning says so.
+Use `${VAR}` references for secrets managed through the admin API on a fleet.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import logging
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tiergate.config_store import ConfigRepository, ConfigVersion
+
+log = logging.getLogger(__name__)
+
+MARKER_PREFIX = "redacted:sha256:"
+_REF = re.compile(r"^\s*\$\{[A-Za-z_][A-Za-z0-9_]*(?::-[^}]*)?\}\s*$")
+
+
+def marker(secret: str) -> str:
+    return MARKER_PREFIX + hashlib.sha256(secret.encode()).hexdigest()[:16]
+
+
+def is_literal(value: Any) -> bool:
+    return isinstance(value, str) and not _REF.match(value) and not value.startswith(MARKER_PREFIX)
+
+
+def redact(doc: Mapping[str, Any], vault: dict[str, str]) -> dict[str, Any]:
+    """A copy of `doc` with every literal key and token replaced by its marker;
+    the literals are added to `vault`."""
+    out = copy.deepcopy(dict(doc))
+    for section, field in (("channels", "keys"), ("workspaces", "tokens")):
+        for item in out.get(section) or []:
+            if not isinstance(item, dict) or not isinstance(item.get(field), list):
+                continue
+            values = []
+            for value in item[field]:
+                if is_literal(value):
+                    vault[marker(value)] = value
+                    value = marker(value)
+                values.append(value)
+            item[field] = values
+    return out
+
+
+def restore(doc: Mapping[str, Any], vault: Mapping[str, str]) -> dict[str, Any]:
+    """A copy of `doc` with markers replaced from `vault`; an unknown marker's key
+    is disabled and its token dropped (see the module docstring)."""
+    out = copy.deepcopy(dict(doc))
+    for ch in out.get("channels") or []:
+        if not isinstance(ch, dict) or not isinstance(ch.get("keys"), list):
+            continue
+        for i, value in enumerate(ch["keys"]):
+            if isinstance(value, str) and value.startswith(MARKER_PREFIX):
+                if value in vault:
+                    ch["keys"][i] = vault[value]
+                else:
+                    _warn_once(f"channel {ch.get('name')!r} key {i}")
+    for ws in out.get("workspaces") or []:
+        if not isinstance(ws, dict) or not isinstance(ws.get("tokens"), list):
+            continue
+        tokens = []
+        for value in ws["tokens"]:
+            if isinstance(value, str) and value.startswith(MARKER_PREFIX):
+                if value not in vault:
+                    _warn_once(f"workspace {ws.get('name')!r} token")
+                    continue
+                value = vault[value]
+            tokens.append(value)
+        ws["tokens"] = tokens
+    return out
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(what: str) -> None:
+    if what not in _warned:
+        _warned.add(what)
+        log.warning(
+            "%s is a literal stored redacted by another instance; it is unusable here "
+            "(use a ${VAR} reference for secrets managed through the admin API)",
+            what,
+        )
+
+
+class SecretsAtRest:
+    """A ConfigRepository that stores documents redacted and reads them restored."""
+
+    def __init__(self, inner: ConfigRepository, vault: dict[str, str]) -> None:
+        self.inner = inner
+        self.vault = vault
+        self.persistent = inner.persistent
+
+    @classmethod
+    def for_seed(cls, inner: ConfigRepository, seed: Mapping[str, Any]) -> SecretsAtRest:
+        """The vault starts with the literals of this instance's own seed file."""
+        vault: dict[str, str] = {}
+        redact(seed, vault)
+        return cls(inner, vault)
+
+    def _in(self, row: ConfigVersion) -> ConfigVersion:
+        return _with_document(row, restore(row.document, self.vault))
+
+    async def latest(self) -> ConfigVersion | None:
+        row = await self.inner.latest()
+        return self._in(row) if row is not None else None
+
+    async def newer_than(self, version: int) -> list[ConfigVersion]:
+        return [self._in(r) for r in await self.inner.newer_than(version)]
+
+    async def max_version(self) -> int:
+        return await self.inner.max_version()
+
+    async def has_seed(self, seed_hash: str) -> bool:
+        return await self.inner.has_seed(seed_hash)
+
+    async def insert(self, row: ConfigVersion) -> bool:
+        return await self.inner.insert(_with_document(row, redact(row.document, self.vault)))
+
+    async def history(self, limit: int) -> list[ConfigVersion]:
+        return [self._in(r) for r in await self.inner.history(limit)]
+
+
+def _with_document(row: ConfigVersion, document: dict[str, Any]) -> ConfigVersion:
+    return ConfigVersion(
+        version=row.version,
+        ts=row.ts,
+        source=row.source,
+        seed_hash=row.seed_hash,
+        document=document,
+        actor=row.actor,
+        change=row.change,
+    )

@@ -1,0 +1,100 @@
+"""Requests that end without an upstream reply: what the client is told, the usage
+row and the access log line.
+
+Every request that passed authentication gets a usage row and an INFO access log
+line, refused or failed alike, so an outage shows up in the usage table and the
+log as the requests it cost, not as silence. The client gets a generic message in
+its own format; the provider's own error text (which can name internal hosts,
+accounts or keys) goes to the log only, with every configured key redacted.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from tiergate.config import GatewayConfig
+from tiergate.gateway import no_route
+from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.planner import RoutePlan
+from tiergate.gateway.usage import UsageRecord
+from tiergate.providers.base import UpstreamError
+from tiergate.recorder import Recorder
+from tiergate.routing.distributor import Distributor
+
+access_log = logging.getLogger("tiergate.access")
+log = logging.getLogger(__name__)
+
+#: How much of a provider's error text the log keeps.
+PROVIDER_TEXT_LIMIT = 500
+
+
+def upstream_refusal(
+    err: Exception, cfg: GatewayConfig, distributor: Distributor, models: list[str]
+) -> GatewayError:
+    """The client's answer after every attempt failed (UpstreamError) or none could
+    be made (dispatch.NoUpstream: every channel cooling down or disabled)."""
+    if not isinstance(err, UpstreamError):
+        return no_route.upstream_unavailable(distributor, models)
+    status = err.client_status()
+    log.info(
+        "upstream failed",
+        extra={
+            "kind": err.kind,
+            "upstream_status": err.status,
+            "provider_message": without_keys(err.message, cfg)[:PROVIDER_TEXT_LIMIT],
+        },
+    )
+    headers: dict[str, str] = {}
+    if status == 429:
+        headers["retry-after"] = str(int(err.retry_after or 1))
+        message = "The upstream provider is rate limiting requests; retry later"
+    elif status == 504:
+        message = "The upstream provider timed out after retries"
+    elif status >= 500:
+        message = "Upstream provider failed after retries"
+    else:
+        message = f"The upstream provider rejected the request (HTTP {status})"
+    return GatewayError(status, message, "upstream_error", headers)
+
+
+def record_failure(
+    recorder: Recorder,
+    *,
+    request_id: str,
+    workspace: str,
+    plan: RoutePlan | None,
+    status: int,
+    stream: bool,
+    started: float,
+    error_type: str,
+    attempts: int = 0,
+    virtual_key: str | None = None,
+) -> None:
+    """The usage row and the access log line of a request that got no upstream reply."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    record = UsageRecord(
+        request_id=request_id,
+        ts=time.time(),
+        workspace=workspace,
+        router=router,
+        model=plan.models[0] if plan is not None and plan.models else None,
+        status=status,
+        stream=stream,
+        latency_ms=(time.perf_counter() - started) * 1000,
+        attempts=attempts,
+        session_hash=plan.session_hash if plan is not None else None,
+        error_type=error_type,
+        virtual_key=virtual_key,
+    )
+    recorder.record("usage", record.row())
+    access_log.info("request", extra=record.log_fields())
+
+
+def without_keys(message: str, cfg: GatewayConfig) -> str:
+    """Some providers quote the key they refused in their error: never log it."""
+    for channel in cfg.channels:
+        for key in channel.keys:
+            if key and key in message:
+                message = message.replace(key, "[redacted key]")
+    return message

@@ -1,0 +1,129 @@
+"""A real Redis Cluster on loopback for the cluster backend tests: three primaries
+(redis-server --cluster-enabled yes on free ports), slots assigned with
+`redis-cli --cluster create`, torn down afterwards. Never the shared 6379."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+def cluster_port() -> int:
+    """A free port whose cluster bus port (port + 10000) is free and valid too."""
+    for _ in range(200):
+        port = random.randint(20000, 45000)
+        if all(_free(p) for p in (port, port + 10000)):
+            return port
+    raise RuntimeError("no free port pair for a cluster node")
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+SERVER = ["redis-server", "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+SERVER += ["--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"]
+CREATE = ["redis-cli", "--cluster", "create", "--cluster-yes"]
+
+
+def require_redis_tools() -> None:
+    missing = [t for t in ("redis-server", "redis-cli") if shutil.which(t) is None]
+    if not missing:
+        return
+    message = f"{' and '.join(missing)} not installed: cannot start a Redis Cluster"
+    if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
+        pytest.fail(f"{message} and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
+    pytest.skip(message)
+
+
+def cli(port: int, *args: str) -> str:
+    out = subprocess.run(
+        ["redis-cli", "-p", str(port), *args], capture_output=True, text=True, timeout=30
+    )
+    return out.stdout
+
+
+@contextlib.contextmanager
+def redis_cluster(folder: Path, nodes: int = 3) -> Iterator[list[int]]:
+    """Start `nodes` primaries, make them one cluster, yield their ports."""
+    require_redis_tools()
+    ports = [cluster_port() for _ in range(nodes)]
+    procs = []
+    try:
+        for port in ports:
+            d = folder / str(port)
+            d.mkdir()
+            procs.append(
+                subprocess.Popen(
+                    [*SERVER, "--port", str(port), "--dir", str(d)],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        for port in ports:
+            _wait(lambda p=port: cli(p, "PING").strip() == "PONG")
+        subprocess.run(
+            [*CREATE, *[f"127.0.0.1:{p}" for p in ports], "--cluster-replicas", "0"],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        for port in ports:
+            _wait(lambda p=port: "cluster_state:ok" in cli(p, "CLUSTER", "INFO"))
+        yield ports
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(timeout=10)
+
+
+def node_id(port: int) -> str:
+    return cli(port, "CLUSTER", "MYID").strip()
+
+
+def owner_of(ports: list[int], slot: int) -> int:
+    """The port of the primary that serves `slot` now."""
+    for line in cli(ports[0], "CLUSTER", "NODES").splitlines():
+        fields = line.split()
+        port = int(fields[1].split(":")[1].split("@")[0])
+        for part in fields[8:]:
+            lo, _, hi = part.partition("-")
+            if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
+                return port
+    raise AssertionError(f"no owner for slot {slot}")
+
+
+def move_slot(ports: list[int], slot: int, to_port: int) -> None:
+    """Migrate one slot with its keys to another primary (a resharding step), so
+    clients holding the old slot map get MOVED."""
+    source = owner_of(ports, slot)
+    src_id, dst_id = node_id(source), node_id(to_port)
+    cli(to_port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", src_id)
+    cli(source, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", dst_id)
+    while keys := cli(source, "CLUSTER", "GETKEYSINSLOT", str(slot), "100").split():
+        cli(source, "MIGRATE", "127.0.0.1", str(to_port), "", "0", "5000", "KEYS", *keys)
+    for port in ports:
+        cli(port, "CLUSTER", "SETSLOT", str(slot), "NODE", dst_id)
+    _wait(lambda: all(owner_of([p], slot) == to_port for p in ports))
+
+
+def _wait(cond: object, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not cond():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "redis cluster did not come up"
+        time.sleep(0.05)
