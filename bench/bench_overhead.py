@@ -41,7 +41,7 @@ def parse_args(argv: list[str] | None, prog: str | None) -> argparse.Namespace:
         prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument(
-        "--variants", default="plain,router,agent", help="comma list of plain,router,agent"
+        "--variants", default="plain,router,agent", help="comma list of plain,router,agent,learned"
     )
     p.add_argument("--states", default="memory,redis", help="comma list of memory,redis")
     p.add_argument("--modes", default="nonstream,stream", help="comma list of nonstream,stream")

@@ -47,11 +47,13 @@ MODELS = {
     "plain": "openai/gpt-5-mini",
     "router": "orcarouter/cheap",
     "agent": "orcarouter/agent",
+    "learned": "orcarouter/learned",
 }
 VARIANT_HELP = {
     "plain": "concrete model (no routing; {channel,key} pin on the fingerprint)",
     "router": "named router, strategy cheapest, affinity off, no session id",
     "agent": "router gated_adaptive + session affinity + escalation auto, session id per user",
+    "learned": "router strategy learned, t2 at the 80th percentile of recent scores, affinity off",
 }
 
 
@@ -263,6 +265,17 @@ def gateway_config(
                 "session_aware": False,
             },
             {
+                "name": "learned",
+                "strategy": "learned",
+                "allowed_models": ["openai/*"],
+                "weak_pool": ["openai/gpt-5-mini"],
+                "mid_pool": ["openai/gpt-5-mini"],
+                "strong_pool": ["openai/gpt-5"],
+                "thresholds": {"t2_percentile": 80},
+                "default_model": "openai/gpt-5-mini",
+                "session_aware": False,
+            },
+            {
                 "name": "agent",
                 "strategy": "gated_adaptive",
                 "allowed_models": ["openai/*"],
@@ -276,13 +289,15 @@ def gateway_config(
                     "share_cap_percent": share_cap_percent,
                     "share_cap_basis": "requests",
                     "max_per_session": 1,
+                    # lexical (default) or learned: bench the session scorer's cost
+                    "scorer": os.environ.get("TIERGATE_BENCH_SCORER", "lexical"),
                 },
             },
         ],
     }
     if state == "redis":
         cfg["state"] = {"backend": "redis", "url": REDIS_URL, "key_prefix": prefix or "bench:"}
-    if variant == "router":
+    if variant in ("router", "learned"):
         cfg["affinity"] = {"enabled": False}
     return cfg
 

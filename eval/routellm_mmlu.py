@@ -38,6 +38,7 @@ from eval.requestlevel_metrics import (
     bootstrap_apgr,
     cpt,
     curve_from_decisions,
+    linear_fit_scores,
     mean_or_none,
     optimal_accuracy,
     pgr,
@@ -48,7 +49,7 @@ from eval.requestlevel_metrics import (
     within_domain_auroc,
 )
 from tiergate.config import Thresholds
-from tiergate.routing import linucb
+from tiergate.routing import learned, linucb
 from tiergate.routing.difficulty import full_transcript_features, score
 from tiergate.routing.strategies import Candidate, StrategyContext
 
@@ -66,9 +67,16 @@ DEFAULTS = Thresholds()
 OUTPUT_TOKENS = 1
 """RouteLLM generated these answers with max_new_tokens=1 (mmlu/generate_responses.py)."""
 
-DEFAULT_COST_WEIGHTS: tuple[float, ...] = (0.0, 0.1, 0.2, 0.4, 0.7, 1.0, 1.5, 2.0, 3.0, 5.0, 10.0)
-"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), a broad grid from 0
-to 10 fixed in advance, not fitted to this data."""
+DEFAULT_COST_WEIGHTS: tuple[float, ...] = (
+    *(round(0.1 * i, 1) for i in range(31)),
+    5.0,
+    10.0,
+)
+"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), 0 to 3 in steps of
+0.1, then 5 and 10. The first grid (0, 0.1, 0.2, 0.4, 0.7, 1, 1.5, 2, 3, 5, 10) left
+no point between 0.7 and 1.0, where this pair's share of strong calls falls from
+80 % to a few per cent, so its curves were two clusters joined by a straight line;
+the denser grid is a sweep resolution, the same for every stream order, not a fit."""
 
 
 # ---- data --------------------------------------------------------------------------------
@@ -143,30 +151,43 @@ class Scored:
     contexts: list[np.ndarray]
     requests: list[Any]
     prompt_tokens: np.ndarray
+    learned: np.ndarray  # the learned request scorer's score (routing.learned)
+    chars: np.ndarray  # prompt length, the baseline every scorer must beat
 
 
 def score_prompts(prompts: Sequence[str], show: bool = True) -> Scored:
-    """Full-transcript difficulty and the linucb context vector of each prompt."""
-    scores, contexts, requests, tokens = [], [], [], []
+    """Difficulty, learned score and the linucb context vector of each prompt."""
+    scores, contexts, requests, tokens, learned_scores = [], [], [], [], []
+    scorer = learned.load_scorer()
     for text in common.progress(prompts, "scoring prompts", len(prompts), show):
         req = common.user_request(text)
         features = full_transcript_features(req)
         scores.append(score(features))
-        contexts.append(linucb.context_vector_for(req, features))
+        learned_scores.append(scorer.score(req))
+        contexts.append(linucb.context_vector_for(req, features, learned_score=learned_scores[-1]))
         requests.append(req)
         tokens.append(features.prompt_tokens)
-    return Scored(np.array(scores), contexts, requests, np.array(tokens))
+    chars = np.array([len(p) for p in prompts], dtype=np.float64)
+    return Scored(np.array(scores), contexts, requests, np.array(tokens),
+                  np.array(learned_scores), chars)  # fmt: skip
 
 
-def gated_decisions(scored: Scored, thresholds: Sequence[float], show: bool = True) -> np.ndarray:
-    """gated_adaptive's pick for every prompt at every t2 (True = strong model)."""
+def gated_decisions(
+    scored: Scored,
+    thresholds: Sequence[float],
+    show: bool = True,
+    strategy: str = "gated_adaptive",
+    scores: np.ndarray | None = None,
+) -> np.ndarray:
+    """A banding strategy's pick for every prompt at every t2 (True = strong model)."""
     cands = [WEAK, STRONG]
-    out = np.zeros((len(scored.scores), len(thresholds)), dtype=bool)
-    for j, t2 in enumerate(common.progress(thresholds, "gated_adaptive t2 sweep", None, show)):
-        router = common.two_model_router("gated_adaptive", WEAK.name, STRONG.name, t2=t2)
-        for i, (req, s) in enumerate(zip(scored.requests, scored.scores, strict=True)):
+    values = scored.scores if scores is None else scores
+    out = np.zeros((len(values), len(thresholds)), dtype=bool)
+    for j, t2 in enumerate(common.progress(thresholds, f"{strategy} t2 sweep", None, show)):
+        router = common.two_model_router(strategy, WEAK.name, STRONG.name, t2=t2)
+        for i, (req, s) in enumerate(zip(scored.requests, values, strict=True)):
             ctx = StrategyContext(request=req, router=router, score=float(s))
-            out[i, j] = common.first_choice("gated_adaptive", cands, ctx) == STRONG.name
+            out[i, j] = common.first_choice(strategy, cands, ctx) == STRONG.name
     return out
 
 
@@ -177,17 +198,22 @@ def linucb_prequential(
     order: np.ndarray,
     cost_weight: float,
     alpha: float,
+    per_call: bool = False,
 ) -> np.ndarray:
     """One online pass: per prompt, choose with the current arms, score, then update.
 
     Returns the decisions (True = strong) indexed by prompt. The reward is
     `linucb.reward` (1 if correct, minus cost_weight x the saturating cost penalty);
-    the cost is the candidate's list price for the prompt's tokens plus one output token.
+    the cost is the candidate's list price for the prompt's tokens plus one output token,
+    or with `per_call` for the data set's mean prompt size: a price per call, the cost
+    model APGR itself uses (every strong call counts the same), so the reward does
+    not penalise long prompts, which are the ones that need the strong model.
     """
     cands: list[Candidate] = [WEAK, STRONG]
     router = common.two_model_router("linucb", WEAK.name, STRONG.name, alpha=alpha)
     arms = {c.name: linucb.LinUCBArm.fresh() for c in cands}
     chose_strong = np.zeros(len(order), dtype=bool)
+    mean_tokens = round(float(np.mean(scored.prompt_tokens)))
     for i in order:
         x = scored.contexts[i]
         ctx = StrategyContext(
@@ -201,7 +227,8 @@ def linucb_prequential(
         is_strong = pick == STRONG.name
         correct = bool(strong[i] if is_strong else weak[i])
         model = STRONG if is_strong else WEAK
-        cost = model.estimated_cost(int(scored.prompt_tokens[i]), OUTPUT_TOKENS)
+        tokens = mean_tokens if per_call else int(scored.prompt_tokens[i])
+        cost = model.estimated_cost(tokens, OUTPUT_TOKENS)
         r = linucb.reward(correct, cost, cost_weight=cost_weight)
         arms[pick] = linucb.update(arms[pick], x, r)
         chose_strong[i] = is_strong
@@ -249,8 +276,7 @@ def _summarise(
     """APGR and CPT per run (each curve anchored at its endpoints), then their means.
 
     Per run, not on a mean curve: linucb's runs at one cost weight can land at
-    opposite ends (all-weak in one stream order, all-strong in another), and their
-    average would be an operating point no run reached.
+    opposite ends, and their average would be an operating point no run reached.
     """
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     curves = [curve_from_decisions(d, data.weak, data.strong, params) for d in decision_sets]
@@ -278,6 +304,7 @@ def run(
     random_iters: int = 10,
     cost_weights: Sequence[float] = DEFAULT_COST_WEIGHTS,
     draws: int = 500,
+    per_call: bool = False,
     show: bool = True,
 ) -> dict[str, Any]:
     """Score, route and summarise; returns the JSON-ready results."""
@@ -288,12 +315,21 @@ def run(
     gated = _summarise(
         "gated_adaptive", "t2", [gated_decisions(scored, thresholds, show)], thresholds, data, draws
     )
+    learned_grid = threshold_grid(scored.learned, bins)
+    learned_decisions = gated_decisions(scored, learned_grid, show, "learned", scored.learned)
+    learned_router = _summarise("learned", "t2", [learned_decisions], learned_grid, data, draws)
+    length_grid = [float(c) for c in np.quantile(scored.chars, np.linspace(0, 1, bins + 1))]
+    length_grid[-1] = float(np.nextafter(length_grid[-1], np.inf))
+    length_decisions = np.stack([scored.chars >= t for t in length_grid], axis=1)
+    length = _summarise("prompt_length", "chars", [length_decisions], length_grid, data, draws)
 
     runs = [(seed, cw) for seed in range(seeds) for cw in cost_weights]
     per_seed: list[list[np.ndarray]] = [[] for _ in range(seeds)]
     for seed, cw in common.progress(runs, "linucb prequential runs", len(runs), show):
         order = np.random.default_rng(seed).permutation(n)
-        per_seed[seed].append(linucb_prequential(scored, data.weak, data.strong, order, cw, alpha))
+        per_seed[seed].append(
+            linucb_prequential(scored, data.weak, data.strong, order, cw, alpha, per_call)
+        )
     bandit = _summarise(
         "linucb", "cost_weight", [np.stack(d, axis=1) for d in per_seed], cost_weights, data, draws
     )
@@ -304,6 +340,11 @@ def run(
         rng = np.random.default_rng(1000 + it)
         random_sets.append(np.stack([rng.random(n) < p for p in probabilities], axis=1))
     rand = _summarise("random", "p", random_sets, probabilities, data, draws, averaged=True)
+
+    fit = linear_fit_scores(np.stack(scored.contexts), data.weak, data.strong)
+    fit_grid = threshold_grid(fit, bins)
+    fit_decisions = np.stack([fit >= t for t in fit_grid], axis=1)
+    linear = _summarise("linear_fit", "threshold", [fit_decisions], fit_grid, data, draws)
 
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     oracle_points = [
@@ -320,7 +361,7 @@ def run(
         "weak_accuracy": weak_acc,
         "strong_accuracy": strong_acc,
         "settings": {"bins": bins, "seeds": seeds, "alpha": alpha, "random_iters": random_iters},
-        "routers": [_result_json(r) for r in (gated, bandit, rand)],
+        "routers": [_result_json(r) for r in (learned_router, gated, bandit, linear, length, rand)],
         "optimal": {
             "apgr": apgr(oracle_points, weak_acc, strong_acc),
             "cpt50": cpt(oracle_points, weak_acc, strong_acc, 0.5),
@@ -455,6 +496,9 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "gated_adaptive": (common.OKABE_ITO["blue"], "o", "-"),
     "linucb": (common.OKABE_ITO["vermillion"], "s", "--"),
     "random": (common.OKABE_ITO["black"], "^", ":"),
+    "learned": (common.OKABE_ITO["orange"], "D", "-"),
+    "prompt_length": (common.OKABE_ITO["purple"], "v", "--"),
+    "linear_fit": (common.OKABE_ITO["grey"], "P", ":"),
     "optimal": (common.OKABE_ITO["green"], "x", "-."),
 }
 
@@ -507,16 +551,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--alpha", type=float, default=0.5, help="linucb exploration alpha")
     parser.add_argument("--random-iters", type=int, default=10, help="random router runs")
     parser.add_argument("--limit", type=int, default=None, help="seeded subset (quick runs)")
+    parser.add_argument(
+        "--subjects",
+        choices=("all", "train", "held-out"),
+        default="all",
+        help="the learned scorer's subject split (eval.train_request_scorer)",
+    )
+    parser.add_argument(
+        "--linucb-cost",
+        choices=("per-call", "per-token"),
+        default="per-call",
+        help="linucb's cost: list price at the mean prompt size (per-call, the cost model "
+        "of APGR) or at each prompt's own size (per-token)",
+    )
     args = parser.parse_args(argv)
 
     data = load_mmlu(args.data)
+    if args.subjects != "all":
+        from eval.train_request_scorer import held_out_subjects
+
+        held = set(held_out_subjects(sorted(set(data.domains))))
+        keep = [(d in held) == (args.subjects == "held-out") for d in data.domains]
+        data = data.subset(np.flatnonzero(keep))
     if args.limit is not None and args.limit < len(data):
         pick = np.sort(np.random.default_rng(0).choice(len(data), args.limit, replace=False))
         data = data.subset(pick)
     results = run(
         data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
         random_iters=args.random_iters, show=not args.quiet,
+        per_call=args.linucb_cost == "per-call",
     )  # fmt: skip
+    results["subjects"] = args.subjects
+    results["linucb_cost"] = args.linucb_cost
     out: Path = args.out
     common.write_json(out / "results.json", results)
     plot_curves(results, out / "mmlu_curve.png")

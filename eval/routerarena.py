@@ -202,7 +202,8 @@ def strategy_picks(
     for q in common.progress(data.queries, strategy, len(data.queries), show):
         req = common.user_request(q.prompt)
         features = full_transcript_features(req)
-        ctx = StrategyContext(request=req, router=router, features=features, score=score(features))
+        lexical = None if strategy == "learned" else score(features)  # learned: scored in ctx
+        ctx = StrategyContext(request=req, router=router, features=features, score=lexical)
         picks.append(common.first_choice(strategy, [weak, strong], ctx))
     return picks
 
@@ -267,6 +268,8 @@ def routers(data: ArenaData, seed: int = 0, show: bool = True) -> list[RouterRun
     runs = [
         RouterRun("gated_adaptive", f"default t1 = {DEFAULTS.t1}, t2 = {DEFAULTS.t2}",
                   strategy_picks("gated_adaptive", data, weak, strong, show)),
+        RouterRun("learned", "default t1 = 0.5, t2 = 0.8 on the learned score",
+                  strategy_picks("learned", data, weak, strong, show)),
         RouterRun("linucb", "cold start: no feedback",
                   linucb_picks(data, weak, strong, online=False, seed=seed)),
         RouterRun("cheapest", "", strategy_picks("cheapest", data, weak, strong, show)),

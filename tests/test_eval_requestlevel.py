@@ -36,6 +36,7 @@ from eval.requestlevel_metrics import (  # noqa: E402
     within_domain_auroc,
 )
 
+from tiergate.routing import linucb  # noqa: E402
 from tiergate.routing.difficulty import full_score  # noqa: E402
 
 # ---- RouteLLM metrics -------------------------------------------------------------------
@@ -175,18 +176,19 @@ def test_gated_adaptive_sends_only_prompts_at_or_above_t2_to_strong(tmp_path: Pa
 
 
 def test_linucb_chooses_before_it_sees_the_outcome(tmp_path: Path) -> None:
-    prompts = [f"Question {i}: pick one.\nA. a\nB. b\nAnswer:" for i in range(60)]
-    weak, strong = np.zeros(60, dtype=bool), np.ones(60, dtype=bool)
+    n, forced = 160, 2 * linucb.MIN_PULLS
+    prompts = [f"Question {i}: pick one.\nA. a\nB. b\nAnswer:" for i in range(n)]
+    weak, strong = np.zeros(n, dtype=bool), np.ones(n, dtype=bool)
     scored = routellm_mmlu.score_prompts(prompts, show=False)
-    order = np.arange(60)
+    order = np.arange(n)
     free = routellm_mmlu.linucb_prequential(scored, weak, strong, order, 0.0, 0.5)
-    # fresh arms tie, so the first pick is the balanced order's (the cheap model) even
-    # though only the strong model is right: the outcome is scored after the choice
-    assert not free[0]
-    assert free[30:].all()  # then it learns that only the strong model is ever right
-    equal = np.ones(60, dtype=bool)
+    # forced exploration: each arm is served MIN_PULLS times whatever the outcomes
+    assert free[:forced].sum() == linucb.MIN_PULLS
+    # then it learns that only the strong model is right (but for EXPLORE_SHARE)
+    assert free[forced + 20 :].mean() >= 1 - 2 * linucb.EXPLORE_SHARE
+    equal = np.ones(n, dtype=bool)
     priced = routellm_mmlu.linucb_prequential(scored, equal, equal, order, 10.0, 0.5)
-    assert not priced[30:].any()  # equal quality and a cost penalty: stays on the weak model
+    assert priced[forced + 20 :].mean() <= 2 * linucb.EXPLORE_SHARE  # equal, priced: weak
 
 
 def test_mmlu_run_on_generated_data_has_the_report_shape(tmp_path: Path) -> None:
@@ -201,10 +203,13 @@ def test_mmlu_run_on_generated_data_has_the_report_shape(tmp_path: Path) -> None
         data, bins=4, seeds=2, random_iters=2, cost_weights=(0.0, 10.0), draws=40, show=False
     )
     names = [r["name"] for r in results["routers"]]
-    assert names == ["gated_adaptive", "linucb", "random"]
-    gated = results["routers"][0]["mean_points"]
-    assert gated[0]["share"] == 1.0 and gated[-1]["share"] == 0.0
-    assert results["routers"][2]["mean_points"][0]["accuracy"] == pytest.approx(data.weak.mean())
+    assert names == [
+        "learned", "gated_adaptive", "linucb", "linear_fit", "prompt_length", "random"
+    ]  # fmt: skip
+    for band_router in (results["routers"][0], results["routers"][1], results["routers"][4]):
+        points = band_router["mean_points"]
+        assert points[0]["share"] == 1.0 and points[-1]["share"] == 0.0
+    assert results["routers"][5]["mean_points"][0]["accuracy"] == pytest.approx(data.weak.mean())
     markdown = routellm_mmlu.render_markdown(results, figure="f.png")
     assert (
         "| gated_adaptive |" in markdown and "![accuracy vs strong-model calls](f.png)" in markdown

@@ -219,20 +219,35 @@ def test_linucb_ranks_by_upper_confidence_bound() -> None:
     c = ctx(r)
     x = linucb.context_vector_for(c.request)
     arms = {n: linucb.LinUCBArm.fresh() for n in NAMES}
-    for _ in range(30):
-        arms["anthropic/haiku"] = linucb.update(arms["anthropic/haiku"], x, 1.0)
-        arms["openai/nano"] = linucb.update(arms["openai/nano"], x, 0.0)
+    reward = {"anthropic/haiku": 1.0, "openai/nano": 0.0}
+    for _ in range(linucb.MIN_PULLS):  # past forced exploration
+        for n in NAMES:
+            arms[n] = linucb.update(arms[n], x, reward.get(n, 0.5))
     c.bandit_arms = arms
     c.bandit_x = x
     order = rank("linucb", cands(), c)
     assert order[0] == "anthropic/haiku" and order[-1] == "openai/nano"
 
 
-def test_linucb_with_no_history_keeps_the_balanced_order() -> None:
+def test_linucb_with_no_history_follows_its_priors() -> None:
+    """Untried arms tie on the optimistic intercept; the warm-start slope on the
+    learned score then puts the strongest model first on a high-scoring request."""
     r = router(strategy="linucb")
-    assert rank("linucb", cands(), ctx(r)) == rank("balanced", cands(), ctx(r))
-    c = ctx(r, bandit_x=np.ones(linucb.DIM))
-    assert rank("linucb", cands(), c) == rank("balanced", cands(), ctx(r))
+    x = np.zeros(linucb.DIM)
+    x[0] = 1.0
+    assert rank("linucb", cands(), ctx(r, bandit_x=x)) == rank("balanced", cands(), ctx(r))
+    x[linucb.FEATURE_NAMES.index("learned_score")] = 1.0
+    assert rank("linucb", cands(), ctx(r, bandit_x=x))[0] == "anthropic/sonnet"
+
+
+def test_linucb_tries_every_arm_before_trusting_its_estimates() -> None:
+    r = router(strategy="linucb")
+    x = linucb.context_vector_for(request([user("hi")]))
+    arms = {n: linucb.LinUCBArm.fresh() for n in NAMES}
+    for _ in range(linucb.MIN_PULLS):
+        arms["anthropic/sonnet"] = linucb.update(arms["anthropic/sonnet"], x, 1.0)
+    order = rank("linucb", cands(), ctx(r, bandit_arms=arms, bandit_x=x))
+    assert order[-1] == "anthropic/sonnet"  # the only arm past MIN_PULLS goes last
 
 
 # ---- dsl ------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ import gc
 import subprocess
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +34,23 @@ import orjson
 from eval.realtraffic import independent
 from tiergate.replay.corpus import archetype_rank, load_corpus
 from tiergate.replay.generator import generate_corpus
-from tiergate.replay.pipeline import prepare, run_policies
+from tiergate.replay.pipeline import Prepared, prepare, run_policies
 
-POLICIES = ("escalation", "escalation-uncapped", "always-frontier-affinity")
-ENGINE_POLICIES = POLICIES[:2]
+POLICIES = (
+    "escalation",
+    "escalation-uncapped",
+    "escalation-learned",
+    "escalation-learned-uncapped",
+    "always-frontier-affinity",
+)
+ENGINE_POLICIES = POLICIES[:4]
 BASELINE = "always-frontier-affinity"
+PLOTTED = (
+    ("escalation", "#4c72b0", "lexical, capped (shipped)"),
+    ("escalation-uncapped", "#dd8452", "lexical, uncapped"),
+    ("escalation-learned", "#55a868", "learned, capped"),
+    ("escalation-learned-uncapped", "#c44e52", "learned, uncapped"),
+)
 REAL_ORDER = ("easy", "medium", "hard")
 #: Report order of buckets that are not SWE-bench's or the default generator's.
 OTHER_ORDER = ("chore", "long_chore", "deep_bug", "design")
@@ -89,9 +101,26 @@ def _bucket_rank(name: str) -> tuple[int, int]:
     return (2, archetype_rank(name))
 
 
-def measure(sessions: list[dict[str, Any]]) -> dict[str, Any]:
+def with_learned_scores(prep: Prepared, scores: dict[str, list[float]]) -> Prepared:
+    """The prepared corpus with each turn's learned score replaced by `scores` (the
+    trainer's leave-one-repository-out scores), so the engine replays fold-out."""
+    sessions = []
+    for s in prep.facts.sessions:
+        new = scores.get(s.session_id)
+        if new is None or len(new) != len(s.turns):
+            raise ValueError(f"no fold-out scores for {s.session_id} ({len(s.turns)} turns)")
+        turns = tuple(replace(t, learned=v) for t, v in zip(s.turns, new, strict=True))
+        sessions.append(replace(s, turns=turns))
+    return replace(prep, facts=replace(prep.facts, sessions=tuple(sessions)))
+
+
+def measure(
+    sessions: list[dict[str, Any]], learned_scores: dict[str, list[float]] | None = None
+) -> dict[str, Any]:
     """Per policy: totals and per-bucket escalation for one protocol's sessions."""
     prep = prepare(sessions, "figures")
+    if learned_scores is not None:
+        prep = with_learned_scores(prep, learned_scores)
     doc = asyncio.run(run_policies(prep, list(POLICIES)))
     baseline = doc["policies"][BASELINE]["cost_per_1k_sessions"]
     rows: dict[str, Any] = {}
@@ -144,10 +173,17 @@ def _groups(sessions: list[dict[str, Any]]) -> list[tuple[str, str, list[dict[st
     return out
 
 
-def run_all(corpus_dir: Path | None, split_frameworks: bool = True) -> list[dict[str, Any]]:
+def run_all(
+    corpus_dir: Path | None,
+    split_frameworks: bool = True,
+    learned_scores: dict[str, list[float]] | None = None,
+) -> list[dict[str, Any]]:
+    """`learned_scores` (fold-out, by session id) replace the shipped scorer's on the
+    real corpora, which it was trained on."""
     results = []
     for c in corpora(corpus_dir):
         sessions = c.load()
+        scores = learned_scores if c.name.startswith("real") else None
         for protocol, framework, group in _groups(sessions):
             if framework != "all" and (not split_frameworks or c.name.startswith("independent")):
                 continue
@@ -158,7 +194,8 @@ def run_all(corpus_dir: Path | None, split_frameworks: bool = True) -> list[dict
                     "held_out": c.held_out,
                     "protocol": protocol,
                     "framework": framework,
-                    "policies": measure(group),
+                    "policies": measure(group, scores),
+                    "learned_scores": "fold-out" if scores is not None else "shipped",
                 }
             )
         del sessions
@@ -168,6 +205,15 @@ def run_all(corpus_dir: Path | None, split_frameworks: bool = True) -> list[dict
 
 def _protocol(r: dict[str, Any]) -> str:
     return r["protocol"] if r["framework"] == "all" else f"{r['protocol']} ({r['framework']})"
+
+
+def _policy(name: str, r: dict[str, Any]) -> str:
+    learned = "learned" in name
+    if learned and r.get("learned_scores") == "fold-out":
+        return f"`{name}` (fold-out)"
+    if learned and r["corpus"].startswith("real"):
+        return f"`{name}` (in-sample)"
+    return f"`{name}`"
 
 
 def _pct(x: float | None) -> str:
@@ -209,7 +255,7 @@ def markdown(results: list[dict[str, Any]], stamp: str, figure: str) -> str:
     for r in results:
         for name, p in r["policies"].items():
             lines.append(
-                f"| {r['corpus']} | {_protocol(r)} | `{name}` | {_buckets(p['buckets'])} "
+                f"| {r['corpus']} | {_protocol(r)} | {_policy(name, r)} | {_buckets(p['buckets'])} "
                 f"| {p['false_positive_sessions']} of {p['sessions'] - p['hard_sessions']} "
                 f"| {_pct(p['hard_turn_coverage'])} | {_first(p['buckets'])} "
                 f"| {_pct(p['cost_vs_frontier_affinity'])} | {_triggers(p)} |"
@@ -229,21 +275,13 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     for ax, r in zip(axes if len(panels) > 1 else [axes], panels, strict=True):
         names = list(r["policies"]["escalation"]["buckets"])
         x = range(len(names))
-        for offset, (policy, colour) in enumerate(
-            (("escalation", "#4c72b0"), ("escalation-uncapped", "#dd8452"))
-        ):
+        for offset, (policy, colour, label) in enumerate(PLOTTED):
             b = r["policies"][policy]["buckets"]
             share = [
                 100 * b[n]["escalated"] / b[n]["sessions"] if b[n]["sessions"] else 0 for n in names
             ]
-            ax.bar(
-                [i + 0.38 * offset for i in x],
-                share,
-                width=0.38,
-                color=colour,
-                label="capped (shipped)" if offset == 0 else "uncapped",
-            )
-        ax.set_xticks([i + 0.19 for i in x])
+            ax.bar([i + 0.2 * offset for i in x], share, width=0.2, color=colour, label=label)
+        ax.set_xticks([i + 0.3 for i in x])
         ax.set_xticklabels([n.replace("_", "\n") for n in names], fontsize=7)
         ax.set_title(f"{r['corpus'].split(' (')[0]}\n{r['protocol']}", fontsize=8)
         ax.set_ylim(0, 100)
@@ -288,8 +326,16 @@ def main(argv: list[str] | None = None) -> int:
         "--figure", type=Path, default=ROOT / "docs" / "figures" / "real-traffic-escalation.png"
     )
     p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/real-traffic.md")
+    p.add_argument(
+        "--learned-scores",
+        type=Path,
+        help="fold-out learned scores of the real sessions "
+        "(python -m eval.train_session_scorer --foldout-scores FILE); without it the real "
+        "rows of the learned policies use the shipped scorer, trained on them (in-sample)",
+    )
     args = p.parse_args(argv)
-    results = run_all(args.corpus_dir)
+    scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
+    results = run_all(args.corpus_dir, learned_scores=scores)
     stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {_commit()}"
     args.json.write_bytes(
         orjson.dumps({"measured": stamp, "results": results}, option=orjson.OPT_INDENT_2) + b"\n"

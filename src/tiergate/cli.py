@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from tiergate import __version__
 from tiergate.config import ConfigError, GatewayConfig, config_warnings, load_config
 from tiergate.replay_cli import add_replay_parser
+from tiergate.routing.bands import threshold_warnings
 
 BANNER = """
 ================================================================================
@@ -177,6 +178,9 @@ def cmd_config_check(args: argparse.Namespace) -> int:
         f"{args.file}: OK ({len(cfg.channels)} channels, {len(cfg.exposed_models())} models, "
         f"{len(cfg.routers)} routers, {len(cfg.workspaces)} workspaces{noted})"
     )
+    for i, router in enumerate(cfg.routers):
+        for warning in threshold_warnings(router, f"routers.{i}"):
+            print(f"warning: {warning}")
     return 0
 
 

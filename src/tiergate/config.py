@@ -27,7 +27,9 @@ from pydantic import (
 )
 
 ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
-StrategyName = Literal["cheapest", "quality", "balanced", "linucb", "gated_adaptive", "dsl"]
+StrategyName = Literal[
+    "cheapest", "quality", "balanced", "linucb", "gated_adaptive", "learned", "dsl"
+]
 
 #: Provider prompt-cache windows in seconds, per channel type (report §2).
 DEFAULT_CACHE_WINDOWS: dict[str, int] = {
@@ -188,6 +190,9 @@ class EscalationConfig(_Strict):
     pool: list[str] = Field(default_factory=list)
     rollout_percent: float = Field(100.0, ge=0, le=100)
     delta_t2: float | None = Field(0.55, ge=0, le=1)  # explicit null = thresholds.t2
+    # what the difficulty trigger reads: the lexical delta score of the latest turn,
+    # or the learned session scorer (routing.session_scorer; docs/session-scorer.md)
+    scorer: Literal["lexical", "learned"] = "lexical"
     percentile: float | None = Field(None, gt=0, lt=100)
     percentile_warmup: int = Field(200, ge=1)
     max_per_session: int = Field(1, ge=0)
@@ -208,8 +213,19 @@ class EscalationConfig(_Strict):
 
 
 class Thresholds(_Strict):
+    """gated_adaptive's band edges. `t1_percentile` / `t2_percentile`, when set, put
+    an edge at that percentile of the router's own recent gate scores (as
+    escalation.percentile does); t1 / t2 apply until `percentile_warmup` scores are
+    in the window (docs/request-level-benchmarks.md, "Bands")."""
+
     t1: float = Field(0.35, ge=0, le=1)
     t2: float = Field(0.70, ge=0, le=1)
+    t1_percentile: float | None = Field(None, gt=0, lt=100)
+    t2_percentile: float | None = Field(None, gt=0, lt=100)
+    percentile_warmup: int = Field(200, ge=1)
+
+
+GateScore = Literal["lexical", "learned"]
 
 
 class RouterConfig(_Strict):
@@ -222,6 +238,8 @@ class RouterConfig(_Strict):
     strong_pool: list[str] = Field(default_factory=list)
     pools: dict[str, list[str]] = Field(default_factory=dict)
     thresholds: Thresholds = Field(default_factory=Thresholds)
+    # the score gated_adaptive bands on; strategy "learned" always uses the learned one
+    gate_score: GateScore = "lexical"
     default_model: str | None = None
     session_aware: bool = True
     escalation: EscalationConfig = Field(default_factory=EscalationConfig)
@@ -390,6 +408,9 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
         rnames.add(r.name)
         if r.thresholds.t1 > r.thresholds.t2:
             problems.append(f"{where}.thresholds: t1 must be <= t2")
+        t1p, t2p = r.thresholds.t1_percentile, r.thresholds.t2_percentile
+        if t1p is not None and t2p is not None and t1p > t2p:
+            problems.append(f"{where}.thresholds: t1_percentile must be <= t2_percentile")
         for field_name, pool in _pool_refs(r):
             for ref in pool:
                 if ref.startswith("@pool:"):
@@ -399,8 +420,10 @@ def semantic_problems(cfg: GatewayConfig, text: str | None = None) -> list[str]:
                     problems.append(f"{where}.{field_name}: {ref!r} matches no exposed model")
         if r.default_model and r.default_model not in models:
             problems.append(f"{where}.default_model: unknown model {r.default_model!r}")
-        if r.strategy == "gated_adaptive" and not (r.weak_pool or r.mid_pool or r.strong_pool):
-            problems.append(f"{where}: gated_adaptive needs weak_pool, mid_pool or strong_pool")
+        if r.strategy in ("gated_adaptive", "learned") and not (
+            r.weak_pool or r.mid_pool or r.strong_pool
+        ):
+            problems.append(f"{where}: {r.strategy} needs weak_pool, mid_pool or strong_pool")
         if r.strategy == "dsl" and not r.rules:
             problems.append(f"{where}.rules: the dsl strategy needs at least one rule")
         problems.extend(_router_problems(r, sorted(models), where, i, text))

@@ -28,7 +28,7 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
 from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
-from tiergate.routing import affinity, escalation, linucb, strategies
+from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
@@ -38,12 +38,13 @@ from tiergate.routing.escalation import (
     EscalationSnapshot,
 )
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
+from tiergate.routing.session_scorer import explain as explain_session_score
 from tiergate.routing.strikes import request_strikes, response_strikes
 from tiergate.routing.tier_state import TurnOutcome
 from tiergate.routing.tiers import TierPools, resolve_tier_pools
-from tiergate.routing.transcript import TranscriptCache
+from tiergate.routing.transcript import TranscriptCache, TranscriptSummary
 from tiergate.state import StateStore, is_shared_backend
-from tiergate.state.base import StateUnavailable, Write
+from tiergate.state.base import Incr, StateUnavailable, Write
 
 log = logging.getLogger(__name__)
 
@@ -205,7 +206,16 @@ class Planner:
 
         if esc_on:
             decision = self._decide_tier(
-                req, headers, workspace, request_id, router, scope, candidates, pools, state.snap
+                req,
+                headers,
+                workspace,
+                request_id,
+                router,
+                scope,
+                candidates,
+                pools,
+                state.snap,
+                transcript,
             )
             plan.decision = decision
             plan.tier = decision.serve_tier
@@ -219,7 +229,11 @@ class Planner:
             ctx.bandit_arms = await self.bandits.load(router.name, [c.name for c in candidates])
             plan.bandit_x = ctx.bandit_context()
 
+        if bands.banded(router):
+            ctx.thresholds = bands.band_thresholds(router, state.band_scores)
         ranked = self._rank(router, candidates, ctx, state, plan.tier, pin_router)
+        if ctx.score is not None and bands.uses_percentile_bands(router):
+            plan.extras["band_score"] = ctx.score  # feeds the percentile edges at commit
         if state.pins is not None and ranked:
             plan.pins = state.pins_for(plan.tier)
             if pin_router is not None:
@@ -264,7 +278,11 @@ class Planner:
         per-turn cost independent of conversation length.
         """
         strategy = router.strategy
-        if strategy == "gated_adaptive" and pin_router is not None and state.pins is not None:
+        if (
+            strategy in ("gated_adaptive", "learned")
+            and pin_router is not None
+            and state.pins is not None
+        ):
             pinned = state.pins_for(tier).model
             if pinned is not None and any(c.name == pinned for c in candidates):
                 strategy = "balanced"
@@ -313,18 +331,24 @@ class Planner:
         candidates: list[strategies.Candidate],
         pools: TierPools,
         snap: EscalationSnapshot,
+        transcript: TranscriptSummary,
     ) -> EscalationDecision:
         """The tier for this turn (pure over the snapshot). Unidentified sessions
         (no scope) are served base, get no header, and still count as router
         traffic for the share cap."""
         strong = set(pools.strong)
         base = set(pools.base)
+        score = delta_score(req)
+        reasons: tuple[tuple[str, float], ...] = ()
+        if router.escalation.scorer == "learned":
+            score, why = explain_session_score(transcript, score)
+            reasons = tuple(why.items())
         inputs = EscalationInputs(
             router=router,
             scope=scope,
             request_id=turn_key(req),
             now=self.clock(),
-            delta_score=delta_score(req),
+            delta_score=score,
             request_strikes=request_strikes(req),
             tier_header=headers.get("x-orcarouter-tier"),
             escalate_header=headers.get("x-orcarouter-escalate"),
@@ -332,6 +356,7 @@ class Planner:
             workspace_cap_percent=workspace.share_cap_percent,
             strong_available=any(c.name in strong for c in candidates),
             base_available=any(c.name in base for c in candidates),
+            score_reasons=reasons,
         )
         return escalation.resolve_escalation(inputs, snap)
 
@@ -346,12 +371,18 @@ class Planner:
         pins: list[Write] = []
         if outcome.success and target is not None and plan.scope is not None:
             pins = self._pin_writes(plan, target, served_tier)
+        band_score = plan.extras.get("band_score")
+        band_incrs = []
+        if plan.router is not None and band_score is not None:
+            band_incrs = [bands.band_score_incr(plan.router, band_score, self.clock())]
         d = plan.decision
         if d is not None and d.intents and outcome.success and outcome.response is not None:
             # one round trip: tier state, share counters and pins together
             await self._commit_escalation(plan, outcome, served_tier, pins)
-        elif pins:
-            await affinity.write_pins(self.store, pins)
+            if band_incrs:  # percentile bands beside escalation: one more round trip
+                await self._write_pins_and_counters([], band_incrs)
+        elif pins or band_incrs:
+            await self._write_pins_and_counters(pins, band_incrs)
         if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
             assert plan.bandit_x is not None
             reward = linucb.reward(outcome.success, outcome.cost)
@@ -360,6 +391,18 @@ class Planner:
             if outcome.success and request_id:  # client feedback may credit this arm later
                 key = feedback_key(plan.extras.get("workspace_id", ""), request_id)
                 await self.bandits.remember(key, plan.router.name, target.model, plan.bandit_x)
+
+    async def _write_pins_and_counters(self, pins: list[Write], incrs: list[Incr]) -> None:
+        """Pins and the percentile bands' score counter in one round trip."""
+        if not incrs:
+            await affinity.write_pins(self.store, pins)
+            return
+        try:
+            await self.store.apply_batch(pins, incrs)
+        except StateUnavailable:
+            if pins:
+                metrics.AFFINITY_DEGRADED_TOTAL.labels(op="write").inc()
+            log.warning("pins and band score not written: state store unavailable")
 
     def served_tier(self, plan: RoutePlan, target: Target | None) -> str | None:
         """The tier that actually served: strong exactly when a strong-tier model
@@ -478,5 +521,7 @@ def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:
             "strike_count": ev.strike_count,
             "router_share": ev.router_share,
             "workspace_share": ev.workspace_share,
+            "scorer": ev.scorer,
+            "score_reasons": dict(ev.score_reasons),
         },
     }

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiergate.config import RouterConfig
-from tiergate.routing import affinity, escalation
+from tiergate.routing import affinity, bands, escalation
 from tiergate.routing.affinity import PinRead, Pins
 from tiergate.routing.escalation import EscalationSnapshot, SnapshotRead
+from tiergate.routing.percentile import ScoreHistogram, histogram_from_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +29,7 @@ class StateRead:
     snap: EscalationSnapshot
     pins: Pins | None  # None: no session, or affinity disabled
     strong_model_pin: str | None
+    band_scores: ScoreHistogram | None = None  # gated_adaptive percentile edges
 
     def pins_for(self, tier: str) -> Pins:
         """The pins of the tier being served: the strong tier has its own model pin."""
@@ -48,11 +50,13 @@ class ReadPlan:
     snap: SnapshotRead | None
     pins: PinRead | None
     strong_key: str | None
+    band_keys: tuple[str, ...] = ()
 
     def keys(self) -> list[str]:
         keys = [*(self.snap.keys() if self.snap else []), *(self.pins.keys() if self.pins else [])]
         if self.strong_key is not None:
             keys.append(self.strong_key)
+        keys.extend(self.band_keys)
         return keys
 
     def decode(self, values: Sequence[bytes | None]) -> StateRead:
@@ -60,8 +64,10 @@ class ReadPlan:
         m = len(self.pins.keys()) if self.pins else 0
         snap = self.snap.decode(values[:n]) if self.snap else EscalationSnapshot()
         pins = self.pins.decode(values[n : n + m]) if self.pins else None
+        k = n + m + (self.strong_key is not None)
         strong = values[n + m] if self.strong_key is not None else None
-        return StateRead(snap, pins, strong.decode("utf-8", "replace") if strong else None)
+        band = histogram_from_values(values[k:]) if self.band_keys else None
+        return StateRead(snap, pins, strong.decode("utf-8", "replace") if strong else None, band)
 
 
 def plan_read(
@@ -85,4 +91,7 @@ def plan_read(
         pins = affinity.plan_pin_read(scope, pin_router, models, affinity.BASE_TIER)
         if escalation_on and pin_router is not None:
             strong_key = affinity.model_pin_key(scope, pin_router, affinity.STRONG_TIER)
-    return ReadPlan(snap, pins, strong_key)
+    band_keys = (
+        tuple(bands.band_histogram_keys(router, now)) if bands.uses_percentile_bands(router) else ()
+    )
+    return ReadPlan(snap, pins, strong_key, band_keys)

@@ -48,6 +48,19 @@ ENGINE_UNCAPPED = Policy(
 )
 """The engine with every shipped setting except the share caps (router and workspace)."""
 
+LEARNED_POLICIES: dict[str, Policy] = {
+    p.name: p
+    for p in (
+        Policy("escalation-learned", router=replay_router(scorer="learned")),
+        Policy(
+            "escalation-learned-uncapped",
+            router=replay_router(share_cap_percent=100, scorer="learned"),
+            workspace_cap_percent=None,
+        ),
+    )
+}
+"""The shipped and uncapped engines with `escalation.scorer: learned` (routing.session_scorer)."""
+
 SWEEP_T2 = (0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75)
 SWEEP_PERCENTILES = (70.0, 80.0, 90.0, 95.0)
 PREVALENCES = (0.0, 0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.0)
@@ -128,7 +141,7 @@ def _peak(run: RunResult, session: int) -> float:
 
 def policy_list(names: Sequence[str] | None = None) -> list[Policy]:
     """Policies by name: the five standard ones, the uncapped engine, and sweep names."""
-    known = {**STANDARD_POLICIES, ENGINE_UNCAPPED.name: ENGINE_UNCAPPED}
+    known = {**STANDARD_POLICIES, ENGINE_UNCAPPED.name: ENGINE_UNCAPPED, **LEARNED_POLICIES}
     if not names:
         return [*STANDARD_POLICIES.values(), ENGINE_UNCAPPED]
     missing = [n for n in names if n not in known]

@@ -37,7 +37,9 @@ from tiergate.gateway.planner import turn_key
 from tiergate.replay.corpus import DEFAULT_IDLE_SECONDS, archetype_of
 from tiergate.routing.difficulty import delta_score, full_score
 from tiergate.routing.session import resolve_session_id, session_scope
+from tiergate.routing.session_scorer import session_score
 from tiergate.routing.strikes import Strike, request_strikes, response_strikes
+from tiergate.routing.transcript import TranscriptSummary, summarize
 
 #: The workspace every replayed session belongs to (its id names the share-cap keys).
 WORKSPACE_ID = hashlib.sha256(b"ws:replay").hexdigest()[:16]
@@ -76,6 +78,8 @@ class TurnFacts:
     escalate_header: str | None
     prompt_tokens: int
     prefix_tokens: int
+    learned: float = 0.0
+    """The learned session scorer's score (routing.session_scorer) from the running summary."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +179,7 @@ def session_facts(
     scope = ""
     at = start
     served = 0
+    summary: TranscriptSummary | None = None
     for i, turn in enumerate(doc["turns"]):
         body = turn["request"]
         headers = lower_headers(turn.get("headers"))
@@ -189,6 +194,8 @@ def session_facts(
             sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
             assert sid is not None  # the header always resolves
             scope = session_scope(workspace_id, sid)
+        summary = summarize(req, summary)  # as the planner's TranscriptCache
+        lexical = delta_score(req)
         fixed = counter.fixed(req)
         sizes = [counter.message(m) for m in req.messages]
         prompt = fixed + sum(sizes)
@@ -208,7 +215,7 @@ def session_facts(
                 needs_strong=bool(turn.get("needs_strong", False)),
                 status=status,
                 request_id=turn_key(req),
-                delta=delta_score(req),
+                delta=lexical,
                 full=full_score(req),
                 request_strikes=tuple(request_strikes(req)),
                 response_strikes=tuple(response_strikes(resp)) if resp else (),
@@ -216,6 +223,7 @@ def session_facts(
                 escalate_header=headers.get("x-orcarouter-escalate"),
                 prompt_tokens=prompt,
                 prefix_tokens=prefix,
+                learned=session_score(summary, lexical),
             )
         )
         if ok:

@@ -186,6 +186,12 @@ class _Engine:
         self.store = store
         self.workspace_cap = policy.workspace_cap_percent
 
+    def _score(self, f: TurnFacts) -> float:
+        """The score the planner would compute (escalation.scorer), or the full one."""
+        if self.router.escalation.scorer == "learned":
+            return f.learned
+        return f.delta if self.score == "delta" else f.full
+
     async def decide(
         self, f: TurnFacts, scope: str, now: float
     ) -> tuple[EscalationDecision, EscalationSnapshot]:
@@ -196,7 +202,7 @@ class _Engine:
             scope=scope,
             request_id=f.request_id,
             now=now,
-            delta_score=f.delta if self.score == "delta" else f.full,
+            delta_score=self._score(f),
             request_strikes=f.request_strikes,
             tier_header=tier_header,
             escalate_header=once_header,

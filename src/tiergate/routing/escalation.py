@@ -153,6 +153,8 @@ class EscalationInputs:
     workspace_cap_percent: float | None = None
     strong_available: bool = True
     base_available: bool = True
+    score_reasons: tuple[tuple[str, float], ...] = ()
+    """The learned scorer's top contributions (feature name, logit share), for audit."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,6 +276,8 @@ class AuditEvent:
     router_share: float | None
     workspace_share: float | None
     at: float
+    scorer: str = "lexical"
+    score_reasons: tuple[tuple[str, float], ...] = ()
 
 
 # ---- decision -----------------------------------------------------------------
@@ -385,6 +389,8 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
                 router_share=snap.router_share.share(esc.share_cap_basis),
                 workspace_share=ws_share.share(esc.share_cap_basis) if ws_share else None,
                 at=inp.now,
+                scorer=esc.scorer,
+                score_reasons=inp.score_reasons,
             )
         )
 

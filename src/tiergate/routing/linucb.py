@@ -7,8 +7,21 @@ Sherman-Morrison, never inverted) and b. An arm's score is
     theta·x + alpha * sqrt(x^T A^-1 x),      theta = A^-1 b
 
 the predicted reward plus an exploration bonus that shrinks as the arm sees
-contexts like x. The math here is pure numpy; `BanditStore` persists arms in the
-shared StateStore so every gateway instance learns from every other's traffic,
+contexts like x.
+
+Exploration that cannot lock in (issue 17: the plain version settled on one arm
+within a few outcomes in every stream order). Each arm's ridge regression shrinks
+towards a prior mean instead of 0: theta = A^-1 (b + ridge * prior), the prior
+being an optimistic intercept (every arm looks as good as a perfect reply until
+it has been tried) and, as warm start, a slope on the learned request score
+(routing.learned) that favours the stronger arm on requests that score high. The
+prior is applied when scoring, never stored, so it can change without
+invalidating stored arms. On top, every arm is tried `MIN_PULLS` times before
+the UCB decides, and `EXPLORE_SHARE` of requests after that explore (forced
+exploration).
+
+The math here is pure numpy; `BanditStore` persists arms in the shared
+StateStore so every gateway instance learns from every other's traffic,
 and updates go through `transact` so concurrent instances never lose one.
 """
 
@@ -17,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -24,6 +38,7 @@ import numpy as np
 import orjson
 
 from tiergate.core.model import ChatRequest
+from tiergate.routing import learned
 from tiergate.routing.difficulty import FEATURE_SPECS, DifficultyFeatures, delta_score
 from tiergate.routing.difficulty import full_transcript_features as _full_features
 from tiergate.routing.features import AgentState, agent_state
@@ -39,6 +54,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     "wants_json",
     "log_turns",
     "failing",
+    "learned_score",
 )
 """Context vector layout. Beyond the six normalised difficulty features:
 - bias: constant 1, so each arm learns its base reward (without it a context of
@@ -53,10 +69,27 @@ FEATURE_NAMES: tuple[str, ...] = (
   long-context handling, which differs between models at equal lexical difficulty.
 - failing: the latest turn carries errored tool results or a failing test run; a
   failure loop is evidence that the model serving the session is struggling.
+- learned_score: the learned request scorer's score of the latest ask (training
+  quantile in [0, 1]), the one feature that ranks single questions by need.
 Every component is in [0, 1], so no feature dominates the ridge penalty."""
 
 DIM = len(FEATURE_NAMES)
 _LOG_TURNS_CAP = math.log(51)
+_LEARNED = FEATURE_NAMES.index("learned_score")
+
+OPTIMISTIC_INTERCEPT = 1.0
+"""Prior mean of every arm's bias weight: the best reward there is."""
+PRIOR_SLOPE = 0.5
+"""Warm start: prior weight on learned_score for the strongest candidate (+) and the
+weakest (-); the reward gap it implies, 1.0 across the score's range, is the most
+the quality term can differ by."""
+MIN_PULLS = 2 * DIM
+"""Forced exploration: every arm is served this many times before the UCB ranks."""
+EXPLORE_SHARE = 0.05
+"""Forced exploration after that: this share of requests goes to an arm picked by a
+hash of the context and the pull count, so an arm whose early estimate came out low
+keeps being sampled and cannot be shut out for good (the UCB width alone does not
+reopen an arm whose mean estimate sits below the others')."""
 
 
 def context_vector(
@@ -67,6 +100,7 @@ def context_vector(
     wants_json: bool = False,
     turns: int = 0,
     failing: bool = False,
+    learned_score: float = 0.0,
 ) -> np.ndarray:
     """The bandit's context vector (FEATURE_NAMES order) from precomputed parts."""
     return np.array(
@@ -78,6 +112,7 @@ def context_vector(
             float(wants_json),
             min(math.log1p(max(turns, 0)) / _LOG_TURNS_CAP, 1.0),
             float(failing),
+            min(max(learned_score, 0.0), 1.0),
         ],
         dtype=np.float64,
     )
@@ -88,9 +123,12 @@ def context_vector_for(
     full: DifficultyFeatures | None = None,
     agent: AgentState | None = None,
     has_images: bool | None = None,
+    learned_score: float | None = None,
 ) -> np.ndarray:
     """The context vector of a request, computing whatever was not passed in."""
     full = full or _full_features(req)
+    if learned_score is None:
+        learned_score = learned.load_scorer().score(req)
     agent = agent or agent_state(req)
     return context_vector(
         full,
@@ -99,7 +137,34 @@ def context_vector_for(
         wants_json=req.wants_json(),
         turns=agent.turns,
         failing=agent.tests_failed or agent.tool_errors > 0,
+        learned_score=learned_score,
     )
+
+
+def exploration_pick(x: np.ndarray, total_pulls: int, arms: int) -> int | None:
+    """The index of the arm to explore with on this request, or None (most requests).
+
+    Deterministic (crc32 of the context and the running pull count), so a decision
+    can be replayed, yet spread evenly over requests and arms.
+    """
+    if arms < 2:
+        return None
+    # rounded: the learned score sums a set, whose order (and last bits) vary by process
+    key = np.round(x, 6).tobytes() + total_pulls.to_bytes(8, "little", signed=False)
+    h = zlib.crc32(key)
+    if (h % 10_000) >= EXPLORE_SHARE * 10_000:
+        return None
+    return (h // 10_000) % arms
+
+
+def arm_prior(strength: float, dim: int = DIM) -> np.ndarray:
+    """Prior mean of an arm's weights; `strength` in [-1, 1] places the candidate
+    between the weakest (-1) and the strongest (+1) of the ranked set."""
+    prior = np.zeros(dim)
+    prior[0] = OPTIMISTIC_INTERCEPT
+    if dim == DIM:
+        prior[_LEARNED] = PRIOR_SLOPE * min(max(strength, -1.0), 1.0)
+    return prior
 
 
 @dataclass(slots=True)
@@ -123,10 +188,15 @@ class LinUCBArm:
     def theta(self) -> np.ndarray:
         return np.asarray(self.a_inv @ self.b)
 
-    def ucb(self, x: np.ndarray, alpha: float) -> float:
-        """Predicted reward plus alpha times its standard-error-like width."""
-        width = float(x @ self.a_inv @ x)
-        return float(self.theta @ x) + alpha * math.sqrt(max(width, 0.0))
+    def ucb(
+        self, x: np.ndarray, alpha: float, prior: np.ndarray | None = None, ridge: float = 1.0
+    ) -> float:
+        """Predicted reward plus alpha times its standard-error-like width; with a
+        prior, the ridge fit shrinks towards `prior` instead of 0."""
+        u = self.a_inv @ x
+        width = float(x @ u)
+        b = self.b if prior is None else self.b + ridge * prior
+        return float(b @ u) + alpha * math.sqrt(max(width, 0.0))
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(

@@ -43,9 +43,16 @@ def bucket_of(score: float) -> int:
     return min(BUCKETS - 1, max(0, int(score * BUCKETS)))
 
 
-def histogram_keys(router: str, now: float, days: int = WINDOW_DAYS) -> list[str]:
+ESCALATION_PREFIX = "esc:pct"
+"""Key prefix of escalation's delta-score histogram; gated_adaptive's percentile bands
+keep their own histogram of the gate score under another prefix (routing.bands)."""
+
+
+def histogram_keys(
+    router: str, now: float, days: int = WINDOW_DAYS, prefix: str = ESCALATION_PREFIX
+) -> list[str]:
     """Keys of every bin of every day in the window, day-major."""
-    return [f"esc:pct:{router}:{d}:{b}" for d in day_stamps(now, days) for b in range(BUCKETS)]
+    return [f"{prefix}:{router}:{d}:{b}" for d in day_stamps(now, days) for b in range(BUCKETS)]
 
 
 def histogram_from_values(values: Sequence[bytes | None]) -> ScoreHistogram:
@@ -74,10 +81,10 @@ def percentile_threshold(hist: ScoreHistogram, percentile: float, warmup: int) -
     return 1.0
 
 
-def score_incr(router: str, score: float, now: float) -> Incr:
-    """The increment adding one evaluated turn's delta score to today's histogram."""
+def score_incr(router: str, score: float, now: float, prefix: str = ESCALATION_PREFIX) -> Incr:
+    """The increment adding one evaluated turn's score to today's histogram."""
     day = day_stamps(now, 1)[0]
-    return Incr(f"esc:pct:{router}:{day}:{bucket_of(score)}", 1.0, (WINDOW_DAYS + 1) * _DAY)
+    return Incr(f"{prefix}:{router}:{day}:{bucket_of(score)}", 1.0, (WINDOW_DAYS + 1) * _DAY)
 
 
 async def record_score(store: StateStore, router: str, score: float, now: float) -> None:

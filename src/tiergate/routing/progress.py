@@ -97,6 +97,12 @@ class Progress:
     diverse: set[int] = field(default_factory=set)  # hashes of failure sets
     edits_at_progress: int = 0
     stuck: tuple[Stuck, ...] = ()
+    # behaviour counts the learned session scorer reads (routing.session_scorer)
+    observations: int = 0
+    failed_observations: int = 0
+    failure_streak: int = 0  # consecutive failed observations, now
+    longest_failure_streak: int = 0
+    steps_since_progress: int = 0
 
     def copy(self) -> Progress:
         """An independent copy (the containers are the mutable parts)."""
@@ -164,6 +170,14 @@ class Progress:
 
     def step(self, action: Action | None, obs: Observation, index: int) -> None:
         """Fold one action/observation pair; record any evidence of no progress."""
+        self.observations += 1
+        self.steps_since_progress += 1
+        if obs.failed:
+            self.failed_observations += 1
+            self.failure_streak += 1
+            self.longest_failure_streak = max(self.longest_failure_streak, self.failure_streak)
+        else:
+            self.failure_streak = 0
         if action is not None and action.edit and (action.compound or not obs.failed):
             self.edits += 1
             self._edit_cycles(action, index)
@@ -243,6 +257,7 @@ class Progress:
             self._raise(Stuck(index, "edit_revert_cycle", f"{self.cycles} undo/redo"))
 
     def _progressed(self) -> None:
+        self.steps_since_progress = 0
         self.diverse.clear()
         self.cycles = 0
         self.edits_at_progress = self.edits

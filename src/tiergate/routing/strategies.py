@@ -24,7 +24,7 @@ import numpy as np
 
 from tiergate.config import ModelConfig, RouterConfig, Thresholds
 from tiergate.core.model import ChatRequest
-from tiergate.routing import dsl, linucb
+from tiergate.routing import bands, dsl, learned, linucb
 from tiergate.routing.difficulty import DifficultyFeatures, full_transcript_features, score
 from tiergate.routing.features import AgentState
 from tiergate.routing.tiers import (
@@ -92,6 +92,9 @@ class StrategyContext:
     the difficulty the router gates on (gated_adaptive bands, the DSL's
     `difficulty` field); when None it is the full-transcript score, the
     distribution the gated_adaptive thresholds were tuned on (report §6.2).
+    A router banding on the learned score (routing.bands) gets the learned score
+    instead. `thresholds` are the band edges in force (percentile edges resolved
+    by the planner); None means the router's absolute edges.
     `bandit_x` overrides the bandit context vector (linucb.context_vector_for).
     `transcript`, when given, supplies the whole-transcript facts from the session's
     running summary instead of a pass over every message (routing.transcript).
@@ -108,6 +111,7 @@ class StrategyContext:
     bandit_x: np.ndarray | None = None
     rules: Sequence[dsl.Rule] | None = None
     transcript: TranscriptSummary | None = None
+    thresholds: Thresholds | None = None
 
     def summary(self) -> TranscriptSummary:
         """The whole-transcript facts: the session's summary, or one full pass."""
@@ -124,8 +128,18 @@ class StrategyContext:
     def gate_score(self) -> float:
         """`score`, or the full-transcript score computed once when none was given."""
         if self.score is None:
-            self.score = score(self.full_features())
+            if bands.uses_learned_score(self.router):
+                chars = self.transcript.chars if self.transcript is not None else None
+                self.score = learned.load_scorer().score(self.request, chars)
+            else:
+                self.score = score(self.full_features())
         return self.score
+
+    def band_thresholds(self) -> Thresholds:
+        """The band edges in force for this request."""
+        if self.thresholds is None:
+            self.thresholds = bands.static_thresholds(self.router)
+        return self.thresholds
 
     def agent_state(self) -> AgentState:
         """`agent`, or the request's agent state computed once."""
@@ -159,7 +173,7 @@ class StrategyContext:
             request=req,
             router=router,
             features=features,
-            score=score(features),
+            score=None if bands.uses_learned_score(router) else score(features),
             headers=headers or {},
             prompt_tokens=features.prompt_tokens,
             bandit_arms=bandit_arms,
@@ -330,7 +344,7 @@ def _gated_adaptive(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
     """
     names = [c.name for c in cands]
     ordered: list[str] = []
-    for band in _BAND_FALLBACK[gated_band(ctx.gate_score(), ctx.router.thresholds)]:
+    for band in _BAND_FALLBACK[gated_band(ctx.gate_score(), ctx.band_thresholds())]:
         for n in resolve_pool(pool_for_band(ctx.router, band), ctx.router, names):
             if n not in ordered:
                 ordered.append(n)
@@ -339,14 +353,32 @@ def _gated_adaptive(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
 
 
 def _linucb(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
-    """Highest UCB first; unseen arms start fresh. Ties keep balanced order."""
+    """Arms still under linucb.MIN_PULLS first (fewest pulls first: forced
+    exploration), then highest UCB under the arm priors (linucb.arm_prior, strength
+    by configured quality); ties keep balanced order. On linucb.EXPLORE_SHARE of
+    requests one arm, picked by linucb.exploration_pick, goes first instead."""
     x = ctx.bandit_context()
     arms = ctx.bandit_arms or {}
     fresh = linucb.LinUCBArm.fresh(x.shape[0])
     alpha = ctx.router.linucb_alpha
     base_order = _balanced(cands, ctx)
-    ucb = {n: arms.get(n, fresh).ucb(x, alpha) for n in base_order}
-    return sorted(base_order, key=lambda n: -ucb[n])
+    q = {c.name: c.quality for c in cands}
+    q_lo, q_hi = min(q.values(), default=0.0), max(q.values(), default=0.0)
+
+    def strength(name: str) -> float:
+        return 0.0 if q_hi <= q_lo else 2.0 * (q[name] - q_lo) / (q_hi - q_lo) - 1.0
+
+    pulls = {n: arms.get(n, fresh).pulls for n in base_order}
+    ucb = {
+        n: arms.get(n, fresh).ucb(x, alpha, linucb.arm_prior(strength(n), x.shape[0]))
+        for n in base_order
+    }
+    ranked = sorted(base_order, key=lambda n: (min(pulls[n], linucb.MIN_PULLS), -ucb[n]))
+    if min(pulls.values(), default=0) >= linucb.MIN_PULLS:
+        k = linucb.exploration_pick(x, sum(pulls.values()), len(base_order))
+        if k is not None:
+            ranked.insert(0, ranked.pop(ranked.index(base_order[k])))
+    return ranked
 
 
 _RULES_CACHE: dict[int, tuple[RouterConfig, tuple[dsl.Rule, ...]]] = {}
@@ -403,6 +435,7 @@ STRATEGIES: dict[str, StrategyFn] = {
     "quality": _quality,
     "balanced": _balanced,
     "gated_adaptive": _gated_adaptive,
+    "learned": _gated_adaptive,  # the same bands on the learned score (routing.bands)
     "linucb": _linucb,
     "dsl": _dsl,
 }

@@ -27,6 +27,7 @@ from tiergate.core.model import ChatRequest, ImagePart, Message
 from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
 from tiergate.routing.features import AgentState, agent_state
 from tiergate.routing.progress import Progress
+from tiergate.routing.session_scorer import TaskText, task_text
 
 
 def fingerprint(m: Message) -> int:
@@ -46,6 +47,7 @@ class TranscriptSummary:
     chars: int = 0  # text + tool-call name/arguments characters (prompt estimate)
     images: bool = False
     progress: Progress = field(default_factory=Progress)  # agent state, stuck evidence
+    task: TaskText | None = None  # shape of the first user message (session_scorer)
 
     def copy(self) -> TranscriptSummary:
         """An independent copy: the tally and the progress are the mutable parts."""
@@ -71,6 +73,8 @@ class TranscriptSummary:
             self.tally.add(call.arguments)
             self.tool_messages = True
         self.progress.add(m, index)
+        if self.task is None and m.role == "user":
+            self.task = task_text(m.text())
         if not self.images:
             self.images = any(isinstance(p, ImagePart) for p in m.content)
 

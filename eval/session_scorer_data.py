@@ -1,0 +1,117 @@
+"""Per-turn session-scorer features of a corpus, extracted once and cached.
+
+Each turn's request goes through what the gateway runs before deciding: the
+OpenAI codec (`parse_request`) and the session's running transcript summary
+(`summarize`, extending the previous turn's summary when the request continues
+it, as TranscriptCache does). The feature vector is
+`tiergate.routing.session_scorer.features(summary)`, the same function the
+gateway calls; the lexical `delta_score` of the turn is kept beside it so the
+two scorers are compared on the same turns. The 1 GB real corpora are read a
+line at a time; the cache (.npz) is a few MB and holds numbers only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import orjson
+
+from tiergate.formats.openai import parse_request
+from tiergate.routing.difficulty import delta_score
+from tiergate.routing.session_scorer import FEATURE_NAMES, features
+from tiergate.routing.transcript import TranscriptSummary, summarize
+
+BUCKET_TARGET = {"easy": 0.0, "medium": 0.5, "hard": 1.0}
+"""Training target per real-traffic bucket (an ordinal target on the logistic scale)."""
+
+
+@dataclass
+class Extracted:
+    """Turn rows (x, delta, needs_strong, session) and per-session columns."""
+
+    x: np.ndarray  # (turns, features)
+    delta: np.ndarray  # (turns,)
+    needs_strong: np.ndarray  # (turns,) bool
+    session: np.ndarray  # (turns,) session index
+    session_id: np.ndarray  # (sessions,) str
+    bucket: np.ndarray  # (sessions,) str: easy/medium/hard or the synthetic archetype
+    group: np.ndarray  # (sessions,) str: SWE-bench repository, or the archetype
+    protocol: np.ndarray  # (sessions,) str
+    framework: np.ndarray  # (sessions,) str
+
+    def save(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(path, names=np.array(FEATURE_NAMES), **self.__dict__)
+
+    @classmethod
+    def load(cls, path: Path) -> Extracted:
+        with np.load(path, allow_pickle=False) as z:
+            if tuple(z["names"]) != FEATURE_NAMES:
+                raise ValueError(f"{path}: features changed since it was cached; delete it")
+            return cls(**{k: z[k] for k in cls.__dataclass_fields__})
+
+
+def stream_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Sessions of a corpus file, one line in memory at a time."""
+    with open(path, "rb") as fh:
+        for line in fh:
+            if line.strip():
+                yield orjson.loads(line)
+
+
+def repository(doc: dict[str, Any]) -> str:
+    """The SWE-bench repository of a session (`django__django-11019` -> `django__django`)."""
+    key = str((doc.get("source") or {}).get("key") or doc["session_id"].split("/")[-1])
+    return key.rsplit("-", 1)[0]
+
+
+def protocol_of(doc: dict[str, Any]) -> str:
+    source = doc.get("source") or {}
+    if isinstance(source.get("protocol"), str):
+        return str(source["protocol"])
+    for turn in doc["turns"]:
+        if any(m.get("role") == "tool" for m in turn["request"]["messages"]):
+            return "tool-call"
+    return "text"
+
+
+def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) -> Extracted:
+    """Features of every turn; `real` sessions are grouped by repository, synthetic by archetype."""
+    rows: list[tuple[float, ...]] = []
+    delta: list[float] = []
+    strong: list[bool] = []
+    owner: list[int] = []
+    cols: dict[str, list[str]] = {k: [] for k in ("sid", "bucket", "group", "proto", "fw")}
+    for s, doc in enumerate(sessions):
+        summary: TranscriptSummary | None = None
+        for turn in doc["turns"]:
+            req = parse_request(turn["request"])
+            summary = summarize(req, summary)
+            lexical = delta_score(req)
+            rows.append(features(summary, lexical))
+            delta.append(lexical)
+            strong.append(bool(turn.get("needs_strong", False)))
+            owner.append(s)
+        archetype = str(doc.get("archetype", ""))
+        cols["sid"].append(str(doc["session_id"]))
+        cols["bucket"].append(archetype)
+        cols["group"].append(repository(doc) if real else archetype)
+        cols["proto"].append(protocol_of(doc))
+        cols["fw"].append(str((doc.get("source") or {}).get("framework", "synthetic")))
+        if tick is not None:
+            tick(1)
+    return Extracted(
+        x=np.array(rows, dtype=np.float64).reshape(-1, len(FEATURE_NAMES)),
+        delta=np.array(delta),
+        needs_strong=np.array(strong, dtype=bool),
+        session=np.array(owner, dtype=np.int64),
+        session_id=np.array(cols["sid"]),
+        bucket=np.array(cols["bucket"]),
+        group=np.array(cols["group"]),
+        protocol=np.array(cols["proto"]),
+        framework=np.array(cols["fw"]),
+    )

@@ -1,0 +1,222 @@
+"""The learned session scorer: how hard a session looks from its behaviour so far.
+
+The lexical delta score (routing.difficulty) reads the latest turn's words.
+This scorer reads what the agent has *done*, from the session's running
+transcript summary (routing.transcript, which folds each message once through
+routing.progress and routing.observations): model calls, files edited, edit
+churn, failure streaks, steps without progress, stuck evidence, exploration
+breadth, plus shape statistics of the task text (length, lines, indented
+share, character classes, identifier share, type/token ratio), none of which
+is a hand-picked vocabulary, and the latest turn's lexical delta score as one
+more input (so a sudden hard turn still counts).
+
+The model is a logistic regression trained offline (eval/train_session_scorer.py)
+and shipped as a versioned JSON artifact (artifacts/session_scorer_v1.json):
+feature names, standardisation, weights, and a bias placed so that the
+operating point chosen on the training folds sits at the shipped delta
+threshold (escalation.delta_t2, 0.55). The engine's difficulty trigger and the
+percentile threshold then work unchanged on either score. The score the
+engine reads is the model's, floored at the latest turn's lexical score
+(`session_score`).
+
+Request-time cost is a fixed ~20-term dot product over counters the summary
+already keeps, plus the task-text statistics computed once per session when
+the summary reads its first user message. Pure Python, no I/O after the
+artifact is loaded (once, lazily).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from dataclasses import dataclass
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tiergate.routing.transcript import TranscriptSummary
+
+ARTIFACT = "session_scorer_v1.json"
+#: Words of the task text read for the type/token ratio (bounds the per-session cost).
+TASK_TOKEN_LIMIT = 4000
+#: Characters of the task text read for its statistics.
+TASK_CHAR_LIMIT = 32_000
+#: Contributions listed in the audit event.
+REASONS_KEPT = 4
+
+FEATURE_NAMES: tuple[str, ...] = (
+    # behaviour (routing.progress counts)
+    "log_tool_calls",
+    "log_files_edited",
+    "log_edits",
+    "edits_per_file",
+    "edit_share",
+    "log_exploration",
+    "log_tools_used",
+    "log_undo_redo",
+    "stuck_evidence",
+    "failure_share",
+    "log_failure_streak",
+    "log_longest_failure_streak",
+    "log_steps_since_progress",
+    "log_distinct_failures",
+    # transcript size
+    "log_transcript_tokens",
+    "transcript_code_density",
+    # task text shape (first user message)
+    "task_log_chars",
+    "task_log_lines",
+    "task_indented_share",
+    "task_digit_share",
+    "task_punct_share",
+    "task_upper_share",
+    "task_identifier_share",
+    "task_type_token_ratio",
+    # the latest turn's lexical delta score (routing.difficulty), as one input
+    "lexical_delta",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TaskText:
+    """Shape statistics of the task text; no words are kept."""
+
+    log_chars: float = 0.0
+    log_lines: float = 0.0
+    indented_share: float = 0.0
+    digit_share: float = 0.0
+    punct_share: float = 0.0
+    upper_share: float = 0.0
+    identifier_share: float = 0.0
+    type_token_ratio: float = 0.0
+
+
+def task_text(text: str) -> TaskText:
+    """Statistics of a task description (bounded by TASK_CHAR_LIMIT / TASK_TOKEN_LIMIT)."""
+    text = text[:TASK_CHAR_LIMIT]
+    if not text:
+        return TaskText()
+    lines = text.splitlines() or [text]
+    indented = sum(1 for ln in lines if ln[:1] in (" ", "\t") and ln.strip())
+    n = len(text)
+    digits = sum(c.isdigit() for c in text)
+    letters = sum(c.isalpha() for c in text)
+    upper = sum(c.isupper() for c in text)
+    punct = n - letters - digits - sum(c.isspace() for c in text)
+    words = text.split()[:TASK_TOKEN_LIMIT]
+    ident = sum(1 for w in words if "_" in w or "." in w.strip(".") or "(" in w)
+    return TaskText(
+        log_chars=math.log1p(n),
+        log_lines=math.log1p(len(lines)),
+        indented_share=indented / len(lines),
+        digit_share=digits / n,
+        punct_share=punct / n,
+        upper_share=upper / max(letters, 1),
+        identifier_share=ident / max(len(words), 1),
+        type_token_ratio=len(set(words)) / max(len(words), 1),
+    )
+
+
+def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, ...]:
+    """The feature vector of a session so far, in FEATURE_NAMES order; `lexical_delta`
+    is the latest turn's delta score, which the planner computes anyway."""
+    p = summary.progress
+    task = summary.task or TaskText()
+    files = len(p.files_edited)
+    tally = summary.tally
+    density = 100.0 * tally.code / max(tally.scanned, 200)
+    return (
+        math.log1p(p.tool_calls),
+        math.log1p(files),
+        math.log1p(p.edits),
+        p.edits / max(files, 1),
+        p.edits / max(p.tool_calls, 1),
+        math.log1p(max(p.tool_calls - p.edits, 0)),
+        math.log1p(len(p.tools_used)),
+        math.log1p(p.cycles),
+        float(len(p.stuck)),
+        p.failed_observations / max(p.observations, 1),
+        math.log1p(p.failure_streak),
+        math.log1p(p.longest_failure_streak),
+        math.log1p(p.steps_since_progress),
+        math.log1p(len(p.seen)),
+        math.log1p(tally.tokens),
+        density,
+        task.log_chars,
+        task.log_lines,
+        task.indented_share,
+        task.digit_share,
+        task.punct_share,
+        task.upper_share,
+        task.identifier_share,
+        task.type_token_ratio,
+        lexical_delta,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SessionScorer:
+    """A loaded artifact: standardise, dot product, logistic."""
+
+    version: str
+    names: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+
+    @classmethod
+    def from_artifact(cls, doc: dict[str, Any]) -> SessionScorer:
+        names = tuple(doc["features"])
+        if names != FEATURE_NAMES:
+            raise ValueError(f"artifact {doc.get('version')} has other features than this code")
+        return cls(
+            version=str(doc["version"]),
+            names=names,
+            mean=tuple(float(x) for x in doc["mean"]),
+            scale=tuple(float(x) or 1.0 for x in doc["scale"]),
+            weights=tuple(float(x) for x in doc["weights"]),
+            bias=float(doc["bias"]),
+        )
+
+    def contributions(self, x: tuple[float, ...]) -> list[float]:
+        return [
+            w * (v - m) / s
+            for w, v, m, s in zip(self.weights, x, self.mean, self.scale, strict=True)
+        ]
+
+    def score(self, x: tuple[float, ...]) -> float:
+        z = self.bias + sum(self.contributions(x))
+        return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
+
+    def reasons(self, x: tuple[float, ...], kept: int = REASONS_KEPT) -> dict[str, float]:
+        """The largest contributions to the logit (feature name -> value), for audit."""
+        parts = sorted(zip(self.names, self.contributions(x), strict=True), key=lambda t: -t[1])
+        return {name: round(c, 3) for name, c in parts[:kept] if c > 0}
+
+
+@functools.cache
+def shipped() -> SessionScorer:
+    """The scorer of the artifact shipped in the package (read once)."""
+    text = resources.files("tiergate.routing").joinpath("artifacts", ARTIFACT).read_text("utf-8")
+    return SessionScorer.from_artifact(json.loads(text))
+
+
+def session_score(summary: TranscriptSummary, lexical_delta: float) -> float:
+    """The score `escalation.scorer: learned` feeds the engine (0..1, trigger at
+    delta_t2): the shipped model's, floored at the latest turn's lexical score. The
+    floor keeps a routine session that turns hard in one turn (whose cumulative
+    features barely move) escalating as it does under the lexical scorer."""
+    return max(shipped().score(features(summary, lexical_delta)), lexical_delta)
+
+
+def explain(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, dict[str, float]]:
+    """`session_score` and its reasons for the audit event: the model's top
+    contributions, or `lexical_floor` when the lexical score is the higher."""
+    scorer = shipped()
+    x = features(summary, lexical_delta)
+    learned = scorer.score(x)
+    if lexical_delta > learned:
+        return lexical_delta, {"lexical_floor": round(lexical_delta, 3)}
+    return learned, scorer.reasons(x)
