@@ -122,6 +122,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "report.py",
         "bench_affinity.py",
         "bench_difficulty.py",
+        "bench_request_scorer.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -141,3 +142,14 @@ def test_affinity_bench_prints_hit_rate_and_cost_with_and_without() -> None:
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "| affinity-off |" in proc.stdout and "| affinity-on |" in proc.stdout
     assert "affinity saves" in proc.stdout
+
+
+def test_request_scorer_bench_reports_both_scorers(tmp_path: Path) -> None:
+    script = str(BENCH / "bench_request_scorer.py")
+    proc = subprocess.run(
+        [sys.executable, script, "--quick", "--data", str(tmp_path)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "mmlu_short" in proc.stdout and "lexical p50" in proc.stdout
+    assert "corpus median skipped" in proc.stdout
