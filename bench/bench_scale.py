@@ -110,7 +110,8 @@ def run_fleet(n: int, sim: common.Proc, workdir: Path, args: argparse.Namespace)
     cfg = common.gateway_config(
         sim.url, "agent", state="redis", prefix=prefix, share_cap_percent=CAP_PERCENT
     )
-    cfg["routers"][1]["escalation"]["share_warmup_requests"] = WARMUP_REQUESTS
+    agent = next(r for r in cfg["routers"] if r["name"] == "agent")
+    agent["escalation"]["share_warmup_requests"] = WARMUP_REQUESTS
     if args.no_affinity:  # the control run: shows the pin check can fail
         cfg["affinity"] = {"enabled": False}
     _sim_json(sim, "/_sim/reset", "POST")

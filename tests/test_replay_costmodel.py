@@ -17,7 +17,7 @@ from tiergate.replay.costmodel import (
     warm_input_cost,
 )
 
-SONNET = PRICE_TABLE["anthropic/claude-sonnet-4-5"]
+SONNET = PRICE_TABLE["anthropic/claude-sonnet-4-6"]
 MINI = PRICE_TABLE["openai/gpt-5-mini"]
 GPT5 = PRICE_TABLE["openai/gpt-5"]
 

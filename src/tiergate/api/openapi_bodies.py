@@ -134,10 +134,26 @@ CHAT_COMPLETION_REQUEST: Schema = obj(
         "stop": {"anyOf": [_STR, array(_STR), {"type": "null"}]},
         "n": {"enum": [1, None], "description": "Only one choice is supported"},
         "response_format": or_null(
-            obj(
-                {"type": {"type": "string", "enum": ["text", "json_object", "json_schema"]}},
-                ["type"],
-            )
+            {
+                "oneOf": [
+                    obj({"type": {"type": "string", "enum": ["text", "json_object"]}}, ["type"]),
+                    obj(  # OpenAI refuses json_schema without its schema object, as tiergate does
+                        {
+                            "type": {"type": "string", "enum": ["json_schema"]},
+                            "json_schema": obj(
+                                {
+                                    "name": {"type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$"},
+                                    "schema": or_null(_OBJECT),
+                                    "strict": nullable("boolean"),
+                                    "description": nullable("string"),
+                                },
+                                ["name"],
+                            ),
+                        },
+                        ["type", "json_schema"],
+                    ),
+                ]
+            }
         ),
         "metadata": or_null(_OBJECT),
         "user": nullable("string"),

@@ -91,12 +91,12 @@ PRICE_TABLE: dict[str, ModelPrice] = {
     for m in (
         ModelPrice("openai/gpt-5-mini", "openai", input=0.25, output=2.0),
         ModelPrice("gemini/gemini-2.5-flash", "gemini", input=0.30, output=2.5),
-        ModelPrice("anthropic/claude-sonnet-4-5", "anthropic", input=3.0, output=15.0),
+        ModelPrice("anthropic/claude-sonnet-4-6", "anthropic", input=3.0, output=15.0),
         ModelPrice("openai/gpt-5", "openai", input=1.25, output=10.0),
     )
 }
 CHEAP_PAIR = ("openai/gpt-5-mini", "gemini/gemini-2.5-flash")
-FRONTIER_PAIR = ("anthropic/claude-sonnet-4-5", "openai/gpt-5")
+FRONTIER_PAIR = ("anthropic/claude-sonnet-4-6", "openai/gpt-5")
 
 
 # ---- pure cost arithmetic ------------------------------------------------------------
