@@ -24,12 +24,12 @@ from tiergate.routing.escalation import (
     EscalationInputs,
     EscalationSnapshot,
     RecordTurn,
-    commit_escalation,
     effective_delta_threshold,
     explain_escalation,
     in_canary,
     resolve_escalation,
 )
+from tiergate.routing.escalation_commit import commit_escalation
 from tiergate.routing.tier_state import TierState, TurnOutcome
 from tiergate.state.base import StateUnavailable
 from tiergate.state.memory import MemoryStore

@@ -37,13 +37,12 @@ from escalation_support import (
 )
 from tiergate.config import UNMAPPED_CACHE_WINDOW, RouterConfig
 from tiergate.routing.escalation import (
-    CommitResult,
     EscalationDecision,
     EscalationInputs,
-    commit_escalation,
     read_escalation_snapshot,
     resolve_escalation,
 )
+from tiergate.routing.escalation_commit import CommitResult, commit_escalation
 from tiergate.routing.tier_state import TierState, TurnOutcome, tier_state_key
 from tiergate.state.memory import MemoryStore
 

@@ -37,6 +37,7 @@ from tiergate.routing.escalation import (
     EscalationInputs,
     EscalationSnapshot,
 )
+from tiergate.routing.escalation_commit import commit_escalation
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
 from tiergate.routing.session_scorer import explain as explain_session_score
 from tiergate.routing.strikes import request_strikes, response_strikes
@@ -444,7 +445,7 @@ class Planner:
         if outcome.target is not None:
             ch = outcome.target.channel.config
             window = affinity.cache_window(ch.type, self.cfg.affinity, ch.cache_window_seconds)
-        result = await escalation.commit_escalation(
+        result = await commit_escalation(
             self.store,
             plan.decision,
             TurnOutcome(

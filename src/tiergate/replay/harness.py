@@ -39,10 +39,10 @@ from tiergate.routing.escalation import (
     EscalationDecision,
     EscalationInputs,
     EscalationSnapshot,
-    commit_escalation,
     read_escalation_snapshot,
     resolve_escalation,
 )
+from tiergate.routing.escalation_commit import commit_escalation
 from tiergate.routing.tier_state import Tier, TurnOutcome
 from tiergate.state.base import StateStore
 from tiergate.state.memory import MemoryStore
