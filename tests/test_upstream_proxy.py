@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
@@ -21,16 +19,12 @@ from tiergate.providers.base import UpstreamError
 from tiergate.providers.http import UpstreamHTTP
 from tiergate.providers.network import NoProxy, UpstreamNetwork, parse_proxy
 from tiergate.sim.app import create_sim_app
-from upstream_support import AUTH, LOOPS, RawServer, Runner, ok
+from upstream_support import AUTH, LOOPS, RawServer, Runner, ok, runner_on
 
 
 @pytest.fixture(params=list(LOOPS))
 def run(request: pytest.FixtureRequest) -> Runner:
-    def runner(coro: Coroutine[Any, Any, Any]) -> Any:
-        with asyncio.Runner(loop_factory=LOOPS[request.param]) as r:
-            return r.run(asyncio.wait_for(coro, 20))
-
-    return runner
+    return runner_on(request.param)
 
 
 @pytest.fixture(scope="module")

@@ -116,3 +116,14 @@ async def stall(req: Req, w: asyncio.StreamWriter) -> bool:
 
 async def drain(it: Any) -> list[bytes]:
     return [c async for c in it]
+
+
+def runner_on(loop: str) -> Runner:
+    """Run a scenario to completion on a fresh event loop of kind `loop` (LOOPS);
+    the test files' `run` fixture is parametrised over every kind."""
+
+    def runner(coro: Coroutine[Any, Any, Any]) -> Any:
+        with asyncio.Runner(loop_factory=LOOPS[loop]) as r:
+            return r.run(asyncio.wait_for(coro, 20))
+
+    return runner

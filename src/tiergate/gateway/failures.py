@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import time
 
+from tiergate import metrics
 from tiergate.config import GatewayConfig
 from tiergate.gateway import no_route
 from tiergate.gateway.errors import GatewayError
@@ -98,3 +99,31 @@ def without_keys(message: str, cfg: GatewayConfig) -> str:
             if key and key in message:
                 message = message.replace(key, "[redacted key]")
     return message
+
+
+def count_refusal(plan: RoutePlan | None, status: int, started: float) -> float:
+    """Count a refused request in the metrics; returns its latency in seconds."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    latency = time.perf_counter() - started
+    metrics.observe_request(router, None, None, status, latency)
+    return latency
+
+
+def log_refusal(
+    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
+) -> None:
+    """Count and log a request refused before or without an upstream reply: the
+    access log shows every request, not only the served ones."""
+    router = plan.router.name if plan is not None and plan.router is not None else None
+    latency = count_refusal(plan, status, started)
+    access_log.info(
+        "request",
+        extra={
+            "request_id": request_id,
+            "router": router,
+            "model": plan.models[0] if plan is not None and plan.models else None,
+            "status": status,
+            "latency_ms": round(latency * 1000, 2),
+            "error_type": error_type,
+        },
+    )

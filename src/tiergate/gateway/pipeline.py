@@ -28,6 +28,7 @@ from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, St
 from tiergate.formats.errors import FormatError
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
+from tiergate.gateway.disconnect import until_disconnect
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
@@ -153,7 +154,7 @@ class Gateway:
             self._refused(request_id, workspace, plan, refusal, started)
             return self.error_response(fmt, refusal, headers)
         except ClientDisconnect:
-            _observe_refusal(plan, 499, started, request_id, "client_disconnect")
+            failures.log_refusal(plan, 499, started, request_id, "client_disconnect")
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -233,7 +234,7 @@ class Gateway:
     async def _complete(self, ctx: _Ctx) -> Response:
         ctx.upstream_started = time.perf_counter()
         try:
-            resp, served = await _until_disconnect(
+            resp, served = await until_disconnect(
                 ctx.request, dispatch.complete(*self._dispatch_args(ctx))
             )
         except (UpstreamError, dispatch.NoUpstream) as err:
@@ -468,9 +469,9 @@ class Gateway:
         """Count a refusal and log it; after authentication it also gets a usage row
         (an unauthenticated request has no workspace to bill)."""
         if workspace is None:
-            _observe_refusal(plan, err.status, started, request_id, err.code)
+            failures.log_refusal(plan, err.status, started, request_id, err.code)
             return
-        _count_refusal(plan, err.status, started)
+        failures.count_refusal(plan, err.status, started)
         failures.record_failure(
             self.recorder,
             request_id=request_id,
@@ -546,34 +547,6 @@ def _new_request_id() -> str:
     return f"{random.getrandbits(128):032x}"
 
 
-def _count_refusal(plan: RoutePlan | None, status: int, started: float) -> float:
-    """Count a refused request in the metrics; returns its latency in seconds."""
-    router = plan.router.name if plan is not None and plan.router is not None else None
-    latency = time.perf_counter() - started
-    metrics.observe_request(router, None, None, status, latency)
-    return latency
-
-
-def _observe_refusal(
-    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
-) -> None:
-    """Count and log a request refused before or without an upstream reply: the
-    access log shows every request, not only the served ones."""
-    router = plan.router.name if plan is not None and plan.router is not None else None
-    latency = _count_refusal(plan, status, started)
-    log.info(
-        "request",
-        extra={
-            "request_id": request_id,
-            "router": router,
-            "model": plan.models[0] if plan is not None and plan.models else None,
-            "status": status,
-            "latency_ms": round(latency * 1000, 2),
-            "error_type": error_type,
-        },
-    )
-
-
 def _client_tool_ids(ctx: _Ctx, observer: ToolCallObserver | None) -> tuple[str, ...] | None:
     """The streamed tool-call ids as the client saw them (its next turn answers those)."""
     ids = observer.result() if observer is not None else None
@@ -582,41 +555,3 @@ def _client_tool_ids(ctx: _Ctx, observer: ToolCallObserver | None) -> tuple[str,
 
 def _wants_cost(request: Request) -> bool:
     return request.headers.get("x-orcarouter-include-cost", "").strip().lower() == "true"
-
-
-async def _until_disconnect(request: Request, coro: Any) -> Any:
-    """Run `coro` in this task, cancelling it if the client disconnects first (so an
-    abandoned request does not keep an upstream call, and its cost, running).
-
-    One watcher task instead of two tasks and an asyncio.wait: this is on every
-    non-streaming request.
-    """
-    me = asyncio.current_task()
-    assert me is not None
-    state = {"running": True, "gone": False}
-
-    def on_watch_done(watch: asyncio.Future[None]) -> None:
-        # done callbacks run later on the loop: act only while `coro` still runs
-        if watch.cancelled() or watch.exception() is not None or not state["running"]:
-            return
-        state["gone"] = True
-        me.cancel()
-
-    watch = asyncio.ensure_future(_wait_disconnect(request))
-    watch.add_done_callback(on_watch_done)
-    try:
-        return await coro
-    except asyncio.CancelledError:
-        if state["gone"] and me.uncancel() == 0:
-            raise ClientDisconnect() from None
-        raise
-    finally:
-        state["running"] = False
-        watch.cancel()
-
-
-async def _wait_disconnect(request: Request) -> None:
-    while True:
-        message = await request.receive()
-        if message["type"] == "http.disconnect":
-            return

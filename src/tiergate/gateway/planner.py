@@ -350,7 +350,7 @@ class Planner:
             request_id=turn_key(req),
             now=self.clock(),
             delta_score=score,
-            request_strikes=request_strikes(req),
+            request_strikes=request_strikes(req, transcript.progress),  # the summary's fold
             tier_header=headers.get("x-orcarouter-tier"),
             escalate_header=headers.get("x-orcarouter-escalate"),
             workspace=workspace.id,

@@ -11,12 +11,12 @@ Usage: Anthropic's `input_tokens` excludes cache reads and writes, the neutral
 subtracts them.
 """
 
+from tiergate.formats.anthropic.render import render_request
 from tiergate.formats.anthropic.request import (
     DEFAULT_MAX_TOKENS,
     parse_betas,
     parse_count_request,
     parse_request,
-    render_request,
     upstream_betas,
 )
 from tiergate.formats.anthropic.response import (

@@ -1,4 +1,6 @@
-"""Messages requests: parse a client's body, render an upstream's body."""
+"""Messages requests: parse a client's body into the neutral model.
+
+Rendering an upstream's body is `render.py`; the constants both share live here."""
 
 from __future__ import annotations
 
@@ -14,21 +16,17 @@ from tiergate.core.model import (
     ThinkingPart,
     ToolCall,
     ToolSpec,
-    folded_system_text,
 )
 from tiergate.formats import (
-    arguments_object,
     dumps,
     expect_dict,
     expect_list,
     expect_str,
-    is_gemini_signature,
     opt_bool,
     opt_dict,
     opt_int,
     opt_number,
     opt_str,
-    safe_tool_id,
 )
 from tiergate.formats.errors import FormatError
 
@@ -41,7 +39,7 @@ MID_CONVERSATION_SYSTEM_BETA = "mid-conversation-system-"
 # Betas about the client's own credential: tiergate calls upstream with its key.
 _CLIENT_AUTH_BETAS = ("oauth-",)
 
-_THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 _NAMED = frozenset(
     {
         "model",
@@ -349,291 +347,3 @@ def _parse_tool_choice(raw: Any) -> tuple[str | dict[str, Any] | None, bool | No
 
 
 # ---- upstream request ---------------------------------------------------------
-
-
-def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
-    """The Messages API body for an Anthropic upstream."""
-    max_tokens = req.max_tokens or DEFAULT_MAX_TOKENS
-    body: dict[str, Any] = {"model": upstream_model, "max_tokens": max_tokens}
-    system = [_text_block(p) for p in req.system if p.text]
-    same_format = req.source_format == "anthropic"
-    in_place = same_format and any(b.startswith(MID_CONVERSATION_SYSTEM_BETA) for b in req.betas)
-    messages = _render_messages(req.messages, same_format, in_place)
-    if req.source_format != "anthropic" and not _has_cache_control(req):
-        _add_cache_breakpoints(system, messages)
-    if system:
-        body["system"] = system
-    body["messages"] = messages
-
-    tools = [_render_tool(t) for t in req.tools if t.native is None or same_format]
-    choice = _render_tool_choice(req.tool_choice) if tools else None
-    if not tools and any(m.tool_calls for m in req.messages):
-        # Anthropic refuses tool_use history without tool definitions: declare
-        # the names used, uncallable.
-        names = dict.fromkeys(c.name for m in req.messages for c in m.tool_calls)
-        tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
-        choice = {"type": "none"}
-    if tools:
-        body["tools"] = tools
-        if req.parallel_tool_calls is False and (choice or {}).get("type") != "none":
-            choice = {**(choice or {"type": "auto"}), "disable_parallel_tool_use": True}
-        if choice is not None:
-            body["tool_choice"] = choice
-
-    thinking = _render_thinking(req.thinking, max_tokens, messages, same_format)
-    if thinking is not None:
-        body["thinking"] = thinking
-    if thinking is None or thinking.get("type") == "disabled":
-        # Thinking forbids sampling overrides; newer models reject both at once.
-        if req.temperature is not None:
-            body["temperature"] = min(req.temperature, 1.0)
-        elif req.top_p is not None:
-            body["top_p"] = req.top_p
-    stop = [s for s in req.stop if s.strip()]  # Anthropic rejects whitespace-only stops
-    if stop:
-        body["stop_sequences"] = stop
-    user_id = req.metadata.get("user_id")
-    if not isinstance(user_id, str):
-        user_id = req.user
-    if user_id:
-        body["metadata"] = {"user_id": user_id}
-    if req.stream:
-        body["stream"] = True
-    if req.source_format == "anthropic":
-        for key, value in req.extra.items():
-            body.setdefault(key, value)
-    return body
-
-
-def _text_block(p: TextPart) -> dict[str, Any]:
-    block: dict[str, Any] = {"type": "text", "text": p.text}
-    if p.cache_control is not None:
-        block["cache_control"] = p.cache_control
-    return block
-
-
-def _image_block(p: ImagePart) -> dict[str, Any]:
-    if p.url is not None:
-        return {"type": "image", "source": {"type": "url", "url": p.url}}
-    source = {"type": "base64", "media_type": p.media_type or "image/png", "data": p.data or ""}
-    return {"type": "image", "source": source}
-
-
-def _render_messages(
-    messages: list[Message], raw: bool, system_in_place: bool
-) -> list[dict[str, Any]]:
-    """Consecutive tool results, and the user text after them, become one user message.
-
-    `raw`: the client spoke this format, so its verbatim blocks go back as sent.
-    A system message stays in place when the client sent it with the
-    mid-conversation-system beta. Otherwise (earlier models have no system role
-    in `messages`) it is folded, marked, into the next user message, after its
-    tool results, or into the previous one when no user message follows.
-    """
-    out: list[dict[str, Any]] = []
-    results: list[dict[str, Any]] = []
-    folded: list[dict[str, Any]] = []
-    for m in messages:
-        if m.role == "tool":
-            results.append(_tool_result_block(m, raw))
-        elif m.role == "user":
-            blocks = results + folded + _user_blocks(m.content, raw)
-            results, folded = [], []
-            if blocks:
-                out.append({"role": "user", "content": blocks})
-        elif m.role == "system" and system_in_place:
-            _flush_user(out, results, folded)
-            results = []
-            if raw and m.raw is not None:
-                out.append(m.raw)  # as sent: clear_at and output_config included
-            else:
-                blocks = _user_blocks(m.content, raw)
-                if blocks:
-                    out.append({"role": "system", "content": blocks})
-        elif m.role == "system":
-            if m.text():
-                folded.append({"type": "text", "text": folded_system_text(m)})
-        else:
-            _flush_user(out, results, folded)
-            results, folded = [], []
-            blocks = _assistant_blocks(m, raw)
-            if blocks:
-                out.append({"role": "assistant", "content": blocks})
-    _flush_user(out, results, folded)
-    return out
-
-
-def _flush_user(
-    out: list[dict[str, Any]], results: list[dict[str, Any]], folded: list[dict[str, Any]]
-) -> None:
-    """Emit pending tool results (and folded system text) before a non-user message."""
-    if results:
-        out.append({"role": "user", "content": results + folded})
-    elif folded and out and out[-1]["role"] == "user":
-        out[-1]["content"].extend(folded)
-    elif folded:
-        out.append({"role": "user", "content": list(folded)})
-
-
-def _user_blocks(parts: list[Part], raw: bool) -> list[dict[str, Any]]:
-    blocks = []
-    for p in parts:
-        if isinstance(p, TextPart):
-            if p.text:  # Anthropic rejects empty text blocks
-                blocks.append(_text_block(p))
-        elif isinstance(p, ImagePart):
-            blocks.append(_image_block(p))
-        elif isinstance(p, RawBlock) and raw and p.source == "anthropic":
-            blocks.append(p.block)
-    return blocks
-
-
-def _assistant_blocks(m: Message, raw: bool) -> list[dict[str, Any]]:
-    blocks: list[dict[str, Any]] = []
-    for p in m.content:
-        if isinstance(p, ThinkingPart):
-            if p.redacted:
-                blocks.append({"type": "redacted_thinking", "data": p.text})
-            elif p.signature and not is_gemini_signature(p.signature):
-                # Unsigned (DeepSeek, OpenAI) or Gemini-signed thinking fails validation.
-                blocks.append({"type": "thinking", "thinking": p.text, "signature": p.signature})
-        elif isinstance(p, TextPart) and p.text:
-            blocks.append(_text_block(p))
-        elif isinstance(p, RawBlock) and raw and p.source == "anthropic":
-            blocks.append(p.block)
-    for c in m.tool_calls:
-        blocks.append(
-            {
-                "type": "tool_use",
-                "id": safe_tool_id(c.id),
-                "name": c.name,
-                "input": arguments_object(c.arguments),
-            }
-        )
-    return blocks
-
-
-def _tool_result_block(m: Message, raw: bool) -> dict[str, Any]:
-    block: dict[str, Any] = {
-        "type": "tool_result",
-        "tool_use_id": safe_tool_id(m.tool_call_id or ""),
-    }
-    cache = next(
-        (
-            p.cache_control
-            for p in reversed(m.content)
-            if isinstance(p, TextPart) and p.cache_control
-        ),
-        None,
-    )
-    parts = [
-        p
-        for p in m.content
-        if (isinstance(p, TextPart) and p.text)
-        or isinstance(p, ImagePart)
-        or (isinstance(p, RawBlock) and raw and p.source == "anthropic")
-    ]
-    first = parts[0] if len(parts) == 1 else None
-    if isinstance(first, TextPart):
-        block["content"] = first.text
-    elif parts:
-        block["content"] = [_result_part(p) for p in parts]
-    if m.is_error:
-        block["is_error"] = True
-    if cache is not None:
-        block["cache_control"] = cache
-    return block
-
-
-def _result_part(p: Part) -> dict[str, Any]:
-    if isinstance(p, TextPart):
-        return {"type": "text", "text": p.text}
-    if isinstance(p, ImagePart):
-        return _image_block(p)
-    assert isinstance(p, RawBlock)
-    return p.block
-
-
-def _has_cache_control(req: ChatRequest) -> bool:
-    return (
-        any(p.cache_control for p in req.system)
-        or any(t.cache_control for t in req.tools)
-        or any(isinstance(p, TextPart) and p.cache_control for m in req.messages for p in m.content)
-    )
-
-
-def _add_cache_breakpoints(system: list[dict[str, Any]], messages: list[dict[str, Any]]) -> None:
-    """Mark the end of the system prompt and of the conversation for prompt caching.
-
-    Anthropic caches only up to explicit breakpoints; OpenAI clients cannot
-    set them. The system breakpoint keeps tools + system warm across sessions;
-    the last-block breakpoint lets the next turn of this session read the whole
-    history (Anthropic looks back up to 20 blocks for an earlier entry).
-    """
-    if system:
-        system[-1]["cache_control"] = dict(EPHEMERAL)
-    if messages:
-        for block in reversed(messages[-1]["content"]):
-            if block["type"] not in _THINKING_BLOCKS:  # thinking blocks cannot be marked
-                block["cache_control"] = dict(EPHEMERAL)
-                break
-
-
-def _render_tool(t: ToolSpec) -> dict[str, Any]:
-    if t.native is not None:
-        return t.native
-    tool: dict[str, Any] = {
-        "name": t.name,
-        "input_schema": t.parameters or {"type": "object", "properties": {}},
-    }
-    if t.description:
-        tool["description"] = t.description
-    if t.cache_control is not None:
-        tool["cache_control"] = t.cache_control
-    return tool
-
-
-def _render_tool_choice(choice: str | dict[str, Any] | None) -> dict[str, Any] | None:
-    if choice is None:
-        return None
-    if isinstance(choice, dict):
-        return {"type": "tool", "name": choice["name"]}
-    return {"type": {"auto": "auto", "required": "any", "none": "none"}.get(choice, "auto")}
-
-
-def _render_thinking(
-    thinking: dict[str, Any] | None,
-    max_tokens: int,
-    messages: list[dict[str, Any]],
-    same_format: bool,
-) -> dict[str, Any] | None:
-    """The thinking config for the upstream. An Anthropic client's adaptive config
-    keeps its options (display, ...) and a newer type goes as sent."""
-    if not thinking:
-        return None
-    kind = thinking.get("type")
-    if kind == "disabled":
-        return {"type": "disabled"}
-    if kind not in ("enabled", "adaptive") and not (same_format and isinstance(kind, str)):
-        return None
-    # Mid tool loop, Anthropic demands the last assistant turn open with a signed
-    # thinking block; a turn served by another provider has none, so think next turn.
-    last = next((m for m in reversed(messages) if m["role"] == "assistant"), None)
-    if (
-        last is not None
-        and any(b["type"] == "tool_use" for b in last["content"])
-        and last["content"][0]["type"] not in _THINKING_BLOCKS
-    ):
-        return None
-    if kind == "adaptive":
-        return dict(thinking) if same_format else {"type": "adaptive"}
-    if kind != "enabled":
-        return dict(thinking)
-    budget = thinking.get("budget_tokens")
-    budget = budget if isinstance(budget, int) else DEFAULT_THINKING_BUDGET
-    if max_tokens <= MIN_THINKING_BUDGET:
-        return None  # no room: budget must be >= 1024 and < max_tokens
-    return {
-        "type": "enabled",
-        "budget_tokens": min(max(budget, MIN_THINKING_BUDGET), max_tokens - 1),
-    }
