@@ -255,13 +255,16 @@ def test_explain_endpoint_describes_without_changing_state(gateway: ServerThread
     messages: list[dict[str, Any]] = [{"role": "system", "content": SYSTEM}, _user(EASY[0])]
     _send(gateway, "diag", messages)  # some state exists
     store = gateway.app.state.tiergate.store
-    before = {k: v for k, v in store._data.items()}
     body = {"model": "orcarouter/coding", "messages": [*messages, _user(_hard_turn(7))]}
     headers = {
         "authorization": f"Bearer {TOKEN}",
         "x-orcarouter-session-id": "diag",
         "x-orcarouter-tier": "strong",
     }
+    # The turn above commits after its reply; a request of the same session waits
+    # for that commit (read-your-writes), so snapshot only once one has.
+    assert httpx.post(f"{gateway.url}/v1/orcarouter/explain", json=body, headers=headers).is_success
+    before = {k: v for k, v in store._data.items()}
     for _ in range(3):
         r = httpx.post(f"{gateway.url}/v1/orcarouter/explain", json=body, headers=headers)
         assert r.status_code == 200
