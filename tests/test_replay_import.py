@@ -202,6 +202,26 @@ def test_autocoderover_retrieval_then_patch_conversation() -> None:
     prepare([doc], "test")
 
 
+def test_moatless_turns_are_the_logged_requests_not_a_rebuilt_history() -> None:
+    doc = _one(TRACES / "moatless" / "demo__calc-5")
+    assert doc["session_id"] == doc["source"]["key"] == "demo__calc-5"
+    assert doc["source"]["protocol"] == "tool-call"
+    assert doc["source"]["model"] == "claude-3-5-sonnet-20241022"
+    turns = doc["turns"]
+    assert len(turns) == 4  # three agent calls and one search helper call
+    assert _roles(turns[0]) == ["system", "user"]
+    assert _roles(turns[1]) == ["system", "user", "assistant", "tool"]
+    assert _roles(turns[2]) == ["user"]  # the helper's prompt is not logged: no system
+    assert turns[2]["response"]["content"] == "calc/stats.py: mean"
+    # The last call's history has the first observation rewritten, as logged.
+    last = turns[3]["request"]["messages"]
+    assert _roles(turns[3]) == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert "shown in file context" in last[3]["content"]
+    assert last[2]["tool_calls"][0]["function"]["name"] == "FindFunction"
+    assert turns[3]["response"]["tool_calls"][0]["function"]["name"] == "Finish"
+    prepare([doc], "test")
+
+
 def test_openai_requests_are_grouped_into_conversations() -> None:
     docs = {d["session_id"]: d for d in import_sessions([TRACES / "openai" / "requests.jsonl"])}
     assert sorted(len(d["turns"]) for d in docs.values()) == [1, 1, 2]
@@ -247,6 +267,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "session-7f3a": "openhands",
         "5d0c1e8a.jsonl": "claude-code",
         "conversation_round_0.json": "autocoderover",
+        "trajectory.json": "moatless",
         "requests.jsonl": "openai",
     }
     stray = tmp_path / "notes.txt"

@@ -14,6 +14,10 @@ docs/real-traffic.md for licences and counts):
   nus-apr/auto-code-rover @ 3536ac29, results/swe-agent-results/cost_2_*/*.traj;
 - acr-* (text): five AutoCodeRover 1.0 runs (GPT-4, three without and two with
   patch validation), same repository, results/acr-*/*/<instance>_<time>/;
+- moatless-sonnet (tool-call): Moatless Tools 0.0.4 with Claude 3.5 Sonnet
+  (20241022), aorwall/moatless-tools @ 91f87418,
+  evaluations/20241117_moatless_claude_3_5_sonnet_20241022/*/trajectory.json
+  (exact logged requests, one per call);
 - claude-code-scb (tool-call): Claude Code (claude-sonnet-4-5) sessions of
   jiayuanz3/SWEContextBench @ 31bb0415, "cases/SWEContextBench Lite Past
   Experience/*.jsonl".
@@ -141,6 +145,14 @@ SOURCES = (
             "autocoderover",
         )
         for run in ("run-1", "run-2", "run-3", "val-only", "val-sbfl")
+    ),
+    Source(
+        "moatless-sonnet",
+        "aorwall/moatless-tools",
+        "91f874186e8298e5270c00a334c7a962bb4cdfad",
+        "evaluations/20241117_moatless_claude_3_5_sonnet_20241022",
+        r"/trajectory\.json$",
+        "moatless",
     ),
     Source(
         "claude-code-scb",

@@ -38,6 +38,7 @@ IMPORT_FORMATS = (
     "openhands",
     "claude-code",
     "autocoderover",
+    "moatless",
     "openai",
 )
 

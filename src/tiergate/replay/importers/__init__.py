@@ -10,6 +10,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 | openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
 | autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
+| moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
 | openai         | `openai_requests` | JSONL of chat-completions requests                   |
 
 `transcript.session_doc` turns a transcript into turns; `labels` joins a
@@ -29,6 +30,7 @@ from tiergate.replay.importers import (
     autocoderover,
     claudecode,
     minisweagent,
+    moatless,
     openai_requests,
     openhands,
     sweagent,
@@ -43,6 +45,7 @@ FORMATS: dict[str, ModuleType] = {
     "openhands": openhands,
     "claude-code": claudecode,
     "autocoderover": autocoderover,
+    "moatless": moatless,
     "openai": openai_requests,
 }
 _HEAD_BYTES = 4096
