@@ -12,7 +12,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from eval.realtraffic.build import Source, build
+from eval.realtraffic.build import Source, build, named_instance
+
+from tiergate.replay.importers.transcript import Transcript
 
 TRACES = Path(__file__).parent / "data" / "traces"
 
@@ -60,7 +62,15 @@ def test_build_joins_labels_holds_out_verified_and_matches_by_issue(
     )
     sources = (
         Source("text-run", "demo/runs", commit, "trajs", r"\.traj$", "swe-agent"),
-        Source("oh-run", "demo/runs", commit, "sessions", r"/events/\d+\.json$", "openhands"),
+        Source(
+            "oh-run",
+            "demo/runs",
+            commit,
+            "sessions",
+            r"/events/\d+\.json$",
+            "openhands",
+            key="issue",
+        ),
     )
     out = tmp_path / "out"
     summary = build(repos, out, labels, tmp_path / "work", sources)
@@ -75,3 +85,13 @@ def test_build_joins_labels_holds_out_verified_and_matches_by_issue(
     assert tool[0]["session_id"] == "oh-run/a1b2"
     assert tool[0]["source"]["dataset"] == f"demo/runs@{commit}"
     assert all(t["needs_strong"] for t in tool[0]["turns"])
+
+
+def test_a_task_prompt_names_its_instance() -> None:
+    t = Transcript("5d0c", "5d0c", "claude-code", "x.jsonl")
+    prompt = "Fix this bug:\n  instance_id: django__django-12915\n  repo: x"
+    t.add({"role": "user", "content": prompt})
+    assert named_instance(t) == "django__django-12915"
+    t2 = Transcript("5d0c", "5d0c", "claude-code", "x.jsonl")
+    t2.add({"role": "user", "content": "The test test_retry is flaky, can you look?"})
+    assert named_instance(t2) is None

@@ -177,6 +177,51 @@ def test_claude_code_sub_agent_file_is_its_own_session(tmp_path: Path) -> None:
     assert len(docs["mixed.jsonl"]["turns"]) == 3
 
 
+def test_autocoderover_retrieval_then_patch_conversation() -> None:
+    folder = TRACES / "autocoderover" / "demo__calc-4_2024-04-06_13-51-50"
+    doc = _one(folder)  # the folder: its other files are not inputs of their own
+    assert doc == _one(folder / "conversation_round_0.json", "autocoderover")
+    assert doc["session_id"] == doc["source"]["key"] == "demo__calc-4"
+    assert doc["source"]["protocol"] == "text"
+    assert doc["source"]["model"] == "gpt-4-0125-preview"
+    # Three retrieval calls (the latest round file), then two patch attempts; the
+    # retrieval replies pasted into the patch conversation are history, not calls,
+    # and the proxy agent's call is not read.
+    turns = doc["turns"]
+    assert len(turns) == 5
+    assert turns[0]["response"]["content"] == 'search_method("divide")'
+    search, patch = turns[:3], turns[3:]
+    assert all(t["request"]["messages"][0]["content"].startswith("You are") for t in turns)
+    assert {t["request"]["messages"][0]["content"] for t in search} != {
+        t["request"]["messages"][0]["content"] for t in patch
+    }
+    first_patch = patch[0]["request"]["messages"]
+    assert [m["role"] for m in first_patch[1:]] == [*_roles(search[-1])[1:], "assistant", "user"]
+    assert patch[1]["request"]["messages"][-1]["content"].startswith("Written an applicable")
+    assert all("idle_seconds_before" not in t for t in turns)  # the logs keep no times
+    prepare([doc], "test")
+
+
+def test_moatless_turns_are_the_logged_requests_not_a_rebuilt_history() -> None:
+    doc = _one(TRACES / "moatless" / "demo__calc-5")
+    assert doc["session_id"] == doc["source"]["key"] == "demo__calc-5"
+    assert doc["source"]["protocol"] == "tool-call"
+    assert doc["source"]["model"] == "claude-3-5-sonnet-20241022"
+    turns = doc["turns"]
+    assert len(turns) == 4  # three agent calls and one search helper call
+    assert _roles(turns[0]) == ["system", "user"]
+    assert _roles(turns[1]) == ["system", "user", "assistant", "tool"]
+    assert _roles(turns[2]) == ["user"]  # the helper's prompt is not logged: no system
+    assert turns[2]["response"]["content"] == "calc/stats.py: mean"
+    # The last call's history has the first observation rewritten, as logged.
+    last = turns[3]["request"]["messages"]
+    assert _roles(turns[3]) == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert "shown in file context" in last[3]["content"]
+    assert last[2]["tool_calls"][0]["function"]["name"] == "FindFunction"
+    assert turns[3]["response"]["tool_calls"][0]["function"]["name"] == "Finish"
+    prepare([doc], "test")
+
+
 def test_openai_requests_are_grouped_into_conversations() -> None:
     docs = {d["session_id"]: d for d in import_sessions([TRACES / "openai" / "requests.jsonl"])}
     assert sorted(len(d["turns"]) for d in docs.values()) == [1, 1, 2]
@@ -221,6 +266,8 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "legacy-output.jsonl": "openhands",
         "session-7f3a": "openhands",
         "5d0c1e8a.jsonl": "claude-code",
+        "conversation_round_0.json": "autocoderover",
+        "trajectory.json": "moatless",
         "requests.jsonl": "openai",
     }
     stray = tmp_path / "notes.txt"

@@ -1,6 +1,6 @@
 """Build the real-traffic development corpus from public agent trajectories.
 
-Three public runs on SWE-bench Lite, pinned by repository and commit (see
+Public runs on SWE-bench Lite, pinned by repository and commit (see
 docs/real-traffic.md for licences and counts):
 
 - coder (text protocol): NL2Code/CodeR @ d6346834, trajs/*.traj (SWE-agent
@@ -9,7 +9,18 @@ docs/real-traffic.md for licences and counts):
   pull request #816), output/deepseek_bench1/*.traj.json (the same files were
   committed again as output/deepseek_chat_test_1-100 in ec0e8e84: one run);
 - openhands-glm (tool-call): ergt10/openhands_swebench @ 3f8ba937,
-  .eval_sessions/sessions/*/events/*.json.
+  .eval_sessions/sessions/*/events/*.json;
+- sweagent-gpt4-1..3 (text): three runs of SWE-agent 0.x with GPT-4, kept in
+  nus-apr/auto-code-rover @ 3536ac29, results/swe-agent-results/cost_2_*/*.traj;
+- acr-* (text): five AutoCodeRover 1.0 runs (GPT-4, three without and two with
+  patch validation), same repository, results/acr-*/*/<instance>_<time>/;
+- moatless-sonnet (tool-call): Moatless Tools 0.0.4 with Claude 3.5 Sonnet
+  (20241022), aorwall/moatless-tools @ 91f87418,
+  evaluations/20241117_moatless_claude_3_5_sonnet_20241022/*/trajectory.json
+  (exact logged requests, one per call);
+- claude-code-scb (tool-call): Claude Code (claude-sonnet-4-5) sessions of
+  jiayuanz3/SWEContextBench @ 31bb0415, "cases/SWEContextBench Lite Past
+  Experience/*.jsonl".
 
 Each session is joined to the human fix-time label of its SWE-bench instance
 (/work/shared/data/swebench-difficulty/difficulty.csv). SWE-bench Verified
@@ -19,15 +30,18 @@ easy, `15 min - 1 hour` -> medium, `1-4 hours` and `>4 hours` -> hard; every
 turn of a hard session is `needs_strong` (session-level ground truth).
 
 OpenHands' session folders do not name their instance: a session is matched
-to its instance by its issue text, indexed from the CodeR and mini-swe-agent
-trajectories (which do name theirs) of the same SWE-bench Lite split.
+to its instance by its issue text, indexed from the trajectories that do name
+theirs (by file name) of the same SWE-bench Lite split. Claude Code session
+files are named by session id: their first message names the instance
+(`instance_id: ...`).
 
-    python -m eval.realtraffic.build --repos DIR --out DIR
+    python -m eval.realtraffic.build --repos DIR --out DIR [--only NAME ...]
 
 `--repos` holds a git clone (or bare mirror) of each repository, named
-`owner+name` or `name`. Output: one corpus per protocol,
-`realtraffic-text.jsonl` and `realtraffic-tool-call.jsonl`, and
-`manifest.csv` (session, source, instance, label, bucket, turns; no content).
+`owner+name`, `owner+name/repo` (the fetch tool's mirrors) or `name`. Output:
+one corpus per protocol, `realtraffic-text.jsonl` and
+`realtraffic-tool-call.jsonl`, `manifest.csv` (session, source, instance,
+label, bucket, turns; no content) and `summary.json`.
 """
 
 from __future__ import annotations
@@ -71,7 +85,18 @@ class Source:
     pattern: str
     """Regex a trajectory's path must match (relative to the repository)."""
     fmt: str
+    key: str = "file"
+    """How a session finds its instance: `file` (the importer's key, from the
+    file name), `issue` (matched by issue text) or `prompt` (named in the first
+    user message as `instance_id: ...`)."""
 
+
+ACR_REPO = "nus-apr/auto-code-rover"
+ACR_COMMIT = "3536ac292e3062ffb3f6e98457958e2b803228d6"
+ACR_FILES = (
+    r"/[^/]+_\d{4}-\d\d-\d\d_\d\d-\d\d-\d\d/"
+    r"(conversation_round_\d+|debug_agent_write_patch_\d+|cost)\.json$"
+)
 
 SOURCES = (
     Source(
@@ -97,6 +122,46 @@ SOURCES = (
         ".eval_sessions/sessions",
         r"/events/\d+\.json$",
         "openhands",
+        key="issue",
+    ),
+    *(
+        Source(
+            f"sweagent-gpt4-{run}",
+            ACR_REPO,
+            ACR_COMMIT,
+            f"results/swe-agent-results/cost_2_{run}",
+            r"\.traj$",
+            "swe-agent",
+        )
+        for run in (1, 2, 3)
+    ),
+    *(
+        Source(
+            f"acr-{run}",
+            ACR_REPO,
+            ACR_COMMIT,
+            f"results/acr-{run}",
+            ACR_FILES,
+            "autocoderover",
+        )
+        for run in ("run-1", "run-2", "run-3", "val-only", "val-sbfl")
+    ),
+    Source(
+        "moatless-sonnet",
+        "aorwall/moatless-tools",
+        "91f874186e8298e5270c00a334c7a962bb4cdfad",
+        "evaluations/20241117_moatless_claude_3_5_sonnet_20241022",
+        r"/trajectory\.json$",
+        "moatless",
+    ),
+    Source(
+        "claude-code-scb",
+        "jiayuanz3/SWEContextBench",
+        "31bb04155f52b184bf31b220e3cff0607ac9c953",
+        "cases/SWEContextBench Lite Past Experience",
+        r"\.jsonl$",
+        "claude-code",
+        key="prompt",
     ),
 )
 
@@ -164,6 +229,15 @@ def first_user_text(t: Transcript) -> str:
     return next((str(m["content"]) for _, m in t.messages if m["role"] == "user"), "")
 
 
+_NAMED = re.compile(r"instance_id:\s*([A-Za-z0-9_.-]+__[A-Za-z0-9_.-]+-\d+)")
+
+
+def named_instance(t: Transcript) -> str | None:
+    """The SWE-bench instance a task prompt names (`instance_id: owner__repo-123`)."""
+    m = _NAMED.search(first_user_text(t))
+    return m.group(1) if m else None
+
+
 def issue_index(roots: list[Path]) -> dict[str, str]:
     """Issue key -> instance id, from trajectories that name their instance."""
     from tiergate.replay.importers import FORMATS, expand
@@ -197,11 +271,13 @@ def build(
     for src in sources:
         roots[src.name], n = checkout(src, repos, work)
         print(f"{src.name}: {n} files from {src.repo}@{src.commit[:8]}", file=sys.stderr)
-    index = issue_index([roots[s.name] for s in sources if s.fmt != "openhands"])
+    index = issue_index([roots[s.name] for s in sources if s.key == "file"])
 
     def by_issue(t: Transcript) -> str | None:
         key = issue_key(first_user_text(t))
         return index.get(key) if key else None
+
+    key_of = {"file": None, "issue": by_issue, "prompt": named_instance}
 
     out.mkdir(parents=True, exist_ok=True)
     files = {p: open(out / f"realtraffic-{p}.jsonl", "wb") for p in ("text", "tool-call")}  # noqa: SIM115
@@ -216,7 +292,7 @@ def build(
                 src.fmt,
                 labels,
                 keep_unlabelled=False,
-                key_of=by_issue if src.fmt == "openhands" else None,
+                key_of=key_of[src.key],
                 stats=stats,
                 progress=bar.update,
             )
@@ -267,12 +343,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=Path("realtraffic"), help="output folder")
     p.add_argument("--labels", type=Path, default=DEFAULT_LABELS, help="difficulty.csv")
     p.add_argument("--work", type=Path, help="where to extract trajectories (default: temp)")
+    p.add_argument(
+        "--only",
+        nargs="+",
+        metavar="NAME",
+        choices=[s.name for s in SOURCES],
+        help="build from these sources only (default: all)",
+    )
     args = p.parse_args(argv)
+    sources = tuple(s for s in SOURCES if not args.only or s.name in args.only)
     if args.work:
-        summary = build(args.repos, args.out, args.labels, args.work)
+        summary = build(args.repos, args.out, args.labels, args.work, sources)
     else:
         with tempfile.TemporaryDirectory(prefix="realtraffic-") as tmp:
-            summary = build(args.repos, args.out, args.labels, Path(tmp))
+            summary = build(args.repos, args.out, args.labels, Path(tmp), sources)
     for key, n in summary.items():
         print(f"{key}: {n}")
     return 0

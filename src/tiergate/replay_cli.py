@@ -31,7 +31,16 @@ POLICY_NAMES = (
     "escalation-uncapped",
 )
 #: Log formats `replay import` reads (tiergate.replay.importers.FORMATS, checked by tests).
-IMPORT_FORMATS = ("auto", "mini-swe-agent", "swe-agent", "openhands", "claude-code", "openai")
+IMPORT_FORMATS = (
+    "auto",
+    "mini-swe-agent",
+    "swe-agent",
+    "openhands",
+    "claude-code",
+    "autocoderover",
+    "moatless",
+    "openai",
+)
 
 
 def _lazy(name: str) -> Callable[[argparse.Namespace], int]:

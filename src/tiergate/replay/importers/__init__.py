@@ -9,6 +9,8 @@ One module per log format, each with `load(path) -> [Transcript]` and
 | swe-agent      | `sweagent`        | `<instance>.traj` (also multi-agent CodeR)           |
 | openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
+| autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
+| moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
 | openai         | `openai_requests` | JSONL of chat-completions requests                   |
 
 `transcript.session_doc` turns a transcript into turns; `labels` joins a
@@ -24,7 +26,15 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tiergate.replay.importers import claudecode, minisweagent, openai_requests, openhands, sweagent
+from tiergate.replay.importers import (
+    autocoderover,
+    claudecode,
+    minisweagent,
+    moatless,
+    openai_requests,
+    openhands,
+    sweagent,
+)
 from tiergate.replay.importers.labels import Labels
 from tiergate.replay.importers.transcript import Transcript, session_doc
 
@@ -34,6 +44,8 @@ FORMATS: dict[str, ModuleType] = {
     "swe-agent": sweagent,
     "openhands": openhands,
     "claude-code": claudecode,
+    "autocoderover": autocoderover,
+    "moatless": moatless,
     "openai": openai_requests,
 }
 _HEAD_BYTES = 4096

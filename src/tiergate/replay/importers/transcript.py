@@ -40,11 +40,22 @@ class Transcript:
     messages: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     times: list[float | None] = field(default_factory=list)
     """Unix time of each message where the log records it (None where not)."""
+    prefilled: set[int] = field(default_factory=set)
+    """Indexes of assistant messages copied into a stream's history, not model calls."""
 
     def add(
-        self, message: dict[str, Any] | None, stream: str = "main", at: float | None = None
+        self,
+        message: dict[str, Any] | None,
+        stream: str = "main",
+        at: float | None = None,
+        *,
+        call: bool = True,
     ) -> None:
+        """Append a message; `call=False` for an assistant message the agent pasted in
+        as history (a conversation seeded with another's), which was never a call."""
         if message is not None:
+            if not call:
+                self.prefilled.add(len(self.messages))
             self.messages.append((stream, message))
             self.times.append(at)
 
@@ -175,9 +186,10 @@ def session_doc(
     streams: dict[str, list[dict[str, Any]]] = {}
     last_call: dict[str, float] = {}
     turns: list[dict[str, Any]] = []
-    for (stream, m), at in zip(t.messages, t.times, strict=True):
+    for i, ((stream, m), at) in enumerate(zip(t.messages, t.times, strict=True)):
         history = streams.setdefault(stream, [])
-        if m["role"] == "assistant" and any(h["role"] != "system" for h in history):
+        called = i not in t.prefilled
+        if called and m["role"] == "assistant" and any(h["role"] != "system" for h in history):
             request: dict[str, Any] = {
                 "model": ROUTER_MODEL,
                 "messages": _close_tool_calls(history),
