@@ -88,7 +88,7 @@ def create_app(
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
-    recorder = Recorder(engine, spool_path)
+    recorder = Recorder(engine, spool_path, prepare=db.ensure_schema)
     store = make_store(cfg.state)
     tiers = make_session_tiers(cfg)
     gateway = Gateway(
@@ -218,11 +218,18 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if engine is not None:
             try:
-                await db.migrate(engine)
+                applied = await db.ensure_schema(engine)  # additive, as `tiergate db migrate`
+            except db.SchemaOutdated as err:  # reachable but behind: never drop rows
+                log.error("database schema out of date", extra={"detail": str(err)})
+                raise
             except Exception as err:  # noqa: BLE001 - rows spool until the DB answers
                 log.warning(
                     "database not reachable at start-up", extra={"error": type(err).__name__}
                 )
+            else:
+                recorder.schema_ready = True
+                if applied:
+                    log.info("database migrated", extra={"applied": applied})
         try:
             await sync.bootstrap()  # file-versus-database precedence (config_store)
         except Exception as err:  # noqa: BLE001 - the poll retries; the file config serves
