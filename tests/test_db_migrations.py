@@ -19,35 +19,16 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 import yaml
-from sqlalchemy import MetaData, Table, inspect, text
+from sqlalchemy import inspect, text
 
 from admin_support import database
+from db_support import OLD_ROWS, create_old_database, old_metadata
 from servers import TOKEN, free_port
 from tiergate import db
 from tiergate.db_migrations import MIGRATIONS
 from tiergate.recorder import Recorder
 
 TIERGATE = [sys.executable, "-m", "tiergate"]
-
-
-def old_metadata() -> MetaData:
-    """The tables as the release before migration 1 created them: the usage table
-    without `virtual_key` (and without its index); the others as they are."""
-    old = MetaData()
-    for table in db.metadata.tables.values():
-        added = {m.column for m in MIGRATIONS if m.table == table.name}
-        Table(table.name, old, *(c._copy() for c in table.columns if c.name not in added))
-    return old
-
-
-OLD_ROWS = [
-    {"request_id": f"old-{i}", "ts": 1_700_000_000.0 + i, "workspace": "default",
-     "router": "coding", "model": "openai/gpt-5-mini", "status": 200, "stream": 0,
-     "input_tokens": 100 + i, "cache_read_tokens": 0, "cache_write_tokens": 0,
-     "output_tokens": 7, "cost_usd": 0.001, "uncached_cost_usd": 0.001,
-     "latency_ms": 12.0, "attempts": 1}
-    for i in range(3)
-]  # fmt: skip
 
 
 def url_of(kind: str, where: str) -> str:
@@ -61,15 +42,7 @@ def old_database(kind: str, tmp_path: Path, request: pytest.FixtureRequest) -> I
     with database(kind, tmp_path, pg) as where:
         url = url_of(kind, where)
 
-        async def build() -> None:
-            engine = db.make_engine(url)
-            old = old_metadata()
-            async with engine.begin() as conn:
-                await conn.run_sync(old.create_all)
-                await conn.execute(old.tables["usage"].insert(), OLD_ROWS)
-            await engine.dispose()
-
-        asyncio.run(build())
+        create_old_database(url)
         yield url
 
 
