@@ -19,6 +19,8 @@ from starlette.routing import Route
 from tiergate import db, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
+from tiergate.api.codex_models import codex_catalog
+from tiergate.api.codex_models import instructions as codex_instructions
 from tiergate.api.dashboard import dashboard_mount
 from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
@@ -166,7 +168,11 @@ def create_app(
             for r in live.routers
             if r.enabled
         ]
-        return _json({"object": "list", "data": data})
+        body: dict[str, Any] = {"object": "list", "data": data}
+        text = codex_instructions(live) if "client_version" in request.query_params else None
+        if text is not None:  # Codex CLI asking, and the operator named its instructions
+            body["models"] = codex_catalog(live, text)
+        return _json(body)
 
     async def feedback(request: Request) -> Response:
         return await handle_feedback(gateway, engine, recorder, request)
