@@ -156,3 +156,21 @@ def test_the_endpoint_is_in_the_openapi_document(env: dict[str, Any]) -> None:
     assert next(p for p in op["parameters"] if p["name"] == "id")["schema"]["type"] == "string"
     usage_list = doc["paths"]["/admin/api/usage"]["get"]
     assert "virtual_key" in {p["name"] for p in usage_list["parameters"]}
+
+
+def test_a_keys_own_limit_refusals_are_its_rows(env: dict[str, Any]) -> None:
+    """A 429 from the key's rate limit (gateway/failures.py record_failure) is a row
+    naming the key, counted as an error in its history."""
+    gw, admin = env["gw"], env["admin"]
+    r = admin.post("/virtual-keys", json={"workspace": "default", "rate_limit_rpm": 1})
+    token, key = r.json()["token"], r.json()["key"]["id"]
+    if time.time() % 60 > 55:  # keep both requests in one minute window
+        time.sleep(6)
+    assert [chat(gw, WEAK, token=token).status_code for _ in range(2)] == [200, 429]
+    rows = usage_rows(admin, virtual_key=key)
+    assert sorted((row["status"], row["error_type"]) for row in rows) == [
+        (200, None),
+        (429, "rate_limit_exceeded"),
+    ]
+    total = admin.get(f"/virtual-keys/{key}/usage").json()["total"]
+    assert (total["requests"], total["errors"]) == (2, 1)
