@@ -303,9 +303,10 @@ def escalating_router() -> dict[str, Any]:
 
 
 class AgentBench:
-    def __init__(self, tmp: Path, script: str) -> None:
+    def __init__(self, tmp: Path, script: str, server: dict[str, Any] | None = None) -> None:
         self.tmp = tmp
         self.script = script
+        self.server_settings = dict(server or {})  # merged into the gateway's `server`
         self.repo = tmp / "repo"
         self.home = tmp / "home"
         self.db = tmp / "usage.db"
@@ -331,6 +332,7 @@ class AgentBench:
             cfg = gateway_config(
                 sim.url, routers=[escalating_router()], database={"url": f"sqlite:///{self.db}"}
             )
+            cfg["server"].update(self.server_settings)
             self.tap = RequestTap(create_app(parse_config(cfg)))
             self.sim = sim
             with ServerThread(self.tap) as gw:

@@ -2,11 +2,15 @@
 
 A provider entry in `$CODEX_HOME/config.toml` points it at tiergate
 (docs/agents.md). It runs commands with its own shell tool and names the
-session with a `session-id` header.
+session with a `session-id` header. With the token from a command and
+`server.codex_instructions_file` set, it reads tiergate's model catalog
+(GET /v1/models?client_version=) and no longer warns that the router's model
+metadata is missing.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,13 +50,40 @@ plugins = false  # else it syncs a plugin catalogue from github.com and chatgpt.
 """
 
 
-def run_codex(tmp_path: Path, script: str) -> AgentBench:
+#: Codex's fallback-metadata warning (for a model name it has no metadata for).
+METADATA_WARNING = "Model metadata for `orcarouter/coding` not found"
+#: Written here for the test; an operator points tiergate at the instructions
+#: their Codex users should get (docs/agents.md).
+INSTRUCTIONS = (
+    "You are a coding agent working in the user's repository through a shell tool. "
+    "Run the tests, read the failure, make the smallest fix, and run the tests again."
+)
+
+
+def catalog_config(gateway_url: str) -> str:
+    """The token from a command, not `env_key`: only then does Codex fetch the
+    provider's model catalog."""
+    config = codex_config(gateway_url).replace('env_key = "TIERGATE_TOKEN"\n', "")
+    return config.replace(
+        "[analytics]",
+        '[model_providers.tiergate.auth]\ncommand = "printenv"\nargs = ["TIERGATE_TOKEN"]\n\n'
+        "[analytics]",
+    )
+
+
+def run_codex(tmp_path: Path, script: str, *, catalog: bool = False) -> AgentBench:
     binary = agent_binary("node/bin/codex", "@openai/codex")
-    bench = AgentBench(tmp_path, script)
+    server: dict[str, str] = {}
+    if catalog:
+        instructions = tmp_path / "codex-instructions.md"
+        instructions.write_text(INSTRUCTIONS)
+        server["codex_instructions_file"] = str(instructions)
+    bench = AgentBench(tmp_path, script, server=server)
     with bench.running():
         codex_home = bench.home / ".codex"
         codex_home.mkdir()
-        (codex_home / "config.toml").write_text(codex_config(bench.url))
+        config = catalog_config(bench.url) if catalog else codex_config(bench.url)
+        (codex_home / "config.toml").write_text(config)
         env = bench.env(TIERGATE_TOKEN=TOKEN, CODEX_HOME=str(codex_home))
         argv = [str(binary), "exec", "--skip-git-repo-check"]
         argv += ["--dangerously-bypass-approvals-and-sandbox", TASK]
@@ -76,3 +107,18 @@ def test_codex_failure_loop_escalates_to_the_strong_tier(tmp_path: Path) -> None
     bench = run_codex(tmp_path, "loop")
     assert_escalated_by_strikes(bench.report)
     assert not bench.tests_pass()
+
+
+def test_codex_reads_the_model_catalog_and_stops_warning(tmp_path: Path) -> None:
+    bench = run_codex(tmp_path, "fix", catalog=True)
+    assert METADATA_WARNING not in bench.output  # (stderr also had it without the catalog)
+    cache = json.loads((bench.home / ".codex" / "models_cache.json").read_text())
+    router = next(m for m in cache["models"] if m["slug"] == ROUTER_MODEL)
+    assert router["context_window"] == 128_000  # the smallest of the router's models
+    # the catalog's instructions replace Codex's built-in prompt (its first developer
+    # message: 16,979 characters from Codex 0.171 without the catalog; none for an empty one)
+    firsts = [t.body["input"][0] for t in bench.report.turns]
+    assert {(m["role"], m["content"][0]["text"]) for m in firsts} == {("developer", INSTRUCTIONS)}
+    assert_served_one_session(bench.report, min_turns=4)
+    assert_cache_warm(bench.report)
+    assert bench.calc_fixed() and bench.tests_pass()

@@ -551,6 +551,13 @@ def test_virtual_keys_issue_list_and_revoke(page: Page, env: dict[str, Any]) -> 
     expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_have_text("active")
     expect(page.get_by_test_id(f"vk-month-{key['id']}")).to_have_text("$0.00 of $25.00")
     assert chat(gw, "openai/gpt-5-mini", token=token).status_code == 200
+    page.get_by_test_id(f"vk-usage-{key['id']}").click()  # the key's history, per UTC day
+    expect(page.get_by_test_id("vk-usage-key")).to_have_text(key["id"])
+    history = admin.get(f"/virtual-keys/{key['id']}/usage").json()
+    assert history["total"]["requests"] == 1
+    expect(page.get_by_test_id("vk-usage-total-cost")).to_have_text(
+        usd(history["total"]["cost_usd"])
+    )
     shot(page, "virtual-keys")
     page.get_by_test_id(f"vk-revoke-{key['id']}").click()
     expect(page.get_by_test_id(f"vk-status-{key['id']}")).to_contain_text("revoked")

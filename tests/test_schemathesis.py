@@ -47,7 +47,7 @@ SEMANTIC_400 = {
     # routers, pools and models, unique names, at least one model per channel.
     "config_writes": r"^(POST|PATCH|PUT) /admin/api/(channels|routers)",
     # A stats window needs since < until and at most 5000 buckets.
-    "stats_windows": r"^GET /admin/api/stats/",
+    "stats_windows": r"^GET /admin/api/(stats/|virtual-keys/\{id\}/usage)",
     # `limit` may reach 100000 with format=csv but 10000 with json: a bound
     # that depends on another parameter's value has no schema.
     "csv_limits": r"^GET /admin/api/(audit|usage)$",

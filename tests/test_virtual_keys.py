@@ -190,7 +190,8 @@ def test_a_keys_limits_bind_embeddings_too(sim: ServerThread, tmp_path: Path) ->
         }
     )
     with gateway(doc) as (gw, admin):
-        token = create(admin, rate_limit_rpm=1)["token"]
+        made = create(admin, rate_limit_rpm=1)
+        token = made["token"]
         if time.time() % 60 > 55:  # keep both requests in one minute window
             time.sleep(6)
 
@@ -204,6 +205,8 @@ def test_a_keys_limits_bind_embeddings_too(sim: ServerThread, tmp_path: Path) ->
             return r.status_code
 
         assert [embed(), embed()] == [200, 429]
+        rows = admin.get("/usage", params={"virtual_key": made["key"]["id"]}).json()["items"]
+        assert sorted(r["status"] for r in rows) == [200, 429]  # both name the key
 
 
 def test_every_instance_follows_a_key_created_or_revoked_on_one(

@@ -19,6 +19,8 @@ from starlette.routing import Route
 from tiergate import db, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
+from tiergate.api.codex_models import codex_catalog
+from tiergate.api.codex_models import instructions as codex_instructions
 from tiergate.api.dashboard import dashboard_mount
 from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
@@ -88,7 +90,7 @@ def create_app(
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
-    recorder = Recorder(engine, spool_path)
+    recorder = Recorder(engine, spool_path, prepare=db.ensure_schema)
     store = make_store(cfg.state)
     tiers = make_session_tiers(cfg)
     gateway = Gateway(
@@ -166,7 +168,11 @@ def create_app(
             for r in live.routers
             if r.enabled
         ]
-        return _json({"object": "list", "data": data})
+        body: dict[str, Any] = {"object": "list", "data": data}
+        text = codex_instructions(live) if "client_version" in request.query_params else None
+        if text is not None:  # Codex CLI asking, and the operator named its instructions
+            body["models"] = codex_catalog(live, text)
+        return _json(body)
 
     async def feedback(request: Request) -> Response:
         return await handle_feedback(gateway, engine, recorder, request)
@@ -218,11 +224,18 @@ def create_app(
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if engine is not None:
             try:
-                await db.migrate(engine)
+                applied = await db.ensure_schema(engine)  # additive, as `tiergate db migrate`
+            except db.SchemaOutdated as err:  # reachable but behind: never drop rows
+                log.error("database schema out of date", extra={"detail": str(err)})
+                raise
             except Exception as err:  # noqa: BLE001 - rows spool until the DB answers
                 log.warning(
                     "database not reachable at start-up", extra={"error": type(err).__name__}
                 )
+            else:
+                recorder.schema_ready = True
+                if applied:
+                    log.info("database migrated", extra={"applied": applied})
         try:
             await sync.bootstrap()  # file-versus-database precedence (config_store)
         except Exception as err:  # noqa: BLE001 - the poll retries; the file config serves

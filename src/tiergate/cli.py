@@ -201,14 +201,23 @@ def cmd_db_migrate(args: argparse.Namespace) -> int:
             # the lane store never creates its table during a request
             lanes_path = cfg.session_tiers.sqlite_path
 
-    async def run() -> None:
+    async def run() -> list[str]:
         engine = db.make_engine(url)
-        await db.migrate(engine)
-        await engine.dispose()
+        try:
+            if args.check:
+                return await db.pending_migrations(engine)
+            return await db.migrate(engine)
+        finally:
+            await engine.dispose()
 
+    where = url.split("@")[-1]
+    if url and args.check:  # report only: exit 1 while something is missing
+        missing = asyncio.run(run())
+        print(f"{where}: " + (f"pending {', '.join(missing)}" if missing else "up to date"))
+        return 1 if missing else 0
     if url:  # an empty database.url disables usage storage: nothing to migrate
-        asyncio.run(run())
-        print(f"migrated {url.split('@')[-1]}")
+        applied = asyncio.run(run())
+        print(f"migrated {where}" + (f" (added {', '.join(applied)})" if applied else ""))
     if lanes_path:
         migrate_session_tiers(lanes_path)
         print(f"migrated session_tiers in {lanes_path}")
@@ -296,8 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     dm = dsub.add_parser(
         "migrate",
         help="create or upgrade the usage/audit tables",
-        description="Apply the additive migrations (usage, audit_events; session_tiers "
-        "for the SQLite session-tier store).",
+        description="Apply the additive migrations: create missing tables (usage, "
+        "audit_events, ...; session_tiers for the SQLite session-tier store) and add the "
+        "columns a table from an older release lacks. Never drops or rewrites anything.",
     )
     dm.add_argument(
         "--config",
@@ -306,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
         "from this config",
     )
     dm.add_argument("--url", default="sqlite:///tiergate.db", help="database URL")
+    dm.add_argument(
+        "--check",
+        action="store_true",
+        help="only report what the database lacks (exit 1 if anything), change nothing",
+    )
     dm.add_argument(
         "--session-tiers-sqlite",
         metavar="PATH",

@@ -102,6 +102,18 @@ class ServerConfig(_Strict):
     admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
     metrics_token: str | None = None  # unset = /metrics needs no token
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
+    # Codex CLI's instructions, served in its model catalog (GET /v1/models?client_version=);
+    # unset = no catalog (docs/agents.md)
+    codex_instructions_file: str | None = None
+
+    @field_validator("codex_instructions_file")
+    @classmethod
+    def _instructions_readable(cls, path: str | None) -> str | None:
+        if path is not None and not (os.path.isfile(path) and os.access(path, os.R_OK)):
+            raise ValueError(f"codex_instructions_file {path!r} is not a readable file")
+        if path is not None and os.path.getsize(path) == 0:  # Codex would send none at all
+            raise ValueError(f"codex_instructions_file {path!r} is empty")
+        return path
 
 
 class StateConfig(_Strict):

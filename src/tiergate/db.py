@@ -2,11 +2,14 @@
 (default) or PostgreSQL (by URL).
 
 Rows hold identifiers, token counts, money and decision evidence — never
-prompt or completion text. Tables are created by `tiergate db migrate` and,
-for convenience, at gateway start-up (idempotent CREATE IF NOT EXISTS).
+prompt or completion text. Tables are created, and columns added to tables an
+older release created, by `tiergate db migrate` and, for convenience, at
+gateway start-up (idempotent and additive only: tiergate.db_migrations).
 """
 
 from __future__ import annotations
+
+import asyncio
 
 from sqlalchemy import (
     JSON,
@@ -14,12 +17,15 @@ from sqlalchemy import (
     Boolean,
     Column,
     Float,
+    Index,
     Integer,
     MetaData,
     String,
     Table,
 )
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from tiergate import db_migrations
 
 metadata = MetaData()
 
@@ -49,6 +55,10 @@ usage_table = Table(
     Column("attempts", Integer, nullable=False, default=1),
     Column("session_hash", String(64)),
     Column("error_type", String(64)),
+    #: the virtual key's public id (vk_...), never its token or hash; None for the
+    #: YAML tokens. Added by migration 1 (tiergate.db_migrations).
+    Column("virtual_key", String(64)),
+    Index("ix_usage_virtual_key_ts", "virtual_key", "ts"),
 )
 
 audit_table = Table(
@@ -124,7 +134,62 @@ def make_engine(url: str) -> AsyncEngine:
     return create_async_engine(async_url(url), pool_pre_ping=True)
 
 
-async def migrate(engine: AsyncEngine) -> None:
-    """Create the usage and audit tables if missing (additive, idempotent)."""
-    async with engine.begin() as conn:
-        await conn.run_sync(metadata.create_all)
+async def migrate(engine: AsyncEngine, attempts: int = 3) -> list[str]:
+    """Create missing tables, then add the columns older releases lack (additive,
+    idempotent). Returns what was added, e.g. ["1: usage.virtual_key"].
+
+    Retried on SQLite: two instances starting at once on one file can collide on
+    the write lock; the retry re-reads the schema and finds the work done. (On
+    PostgreSQL the steps are guarded by IF NOT EXISTS, and a retry would only
+    multiply the wait on an unreachable server.)"""
+    if engine.dialect.name != "sqlite":
+        attempts = 1
+    for attempt in range(attempts):
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(metadata.create_all)
+                return await conn.run_sync(db_migrations.apply_all, metadata)
+        except Exception:
+            if attempt + 1 >= attempts:
+                raise
+            await asyncio.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+async def pending_migrations(engine: AsyncEngine) -> list[str]:
+    """The additive migrations this database still lacks (reads only)."""
+    async with engine.connect() as conn:
+        return await conn.run_sync(db_migrations.pending, metadata)
+
+
+class SchemaOutdated(RuntimeError):
+    """The database answers but lacks columns this release writes, and the
+    additive migration could not be applied (e.g. a role without ALTER)."""
+
+
+async def ensure_schema(engine: AsyncEngine) -> list[str]:
+    """Migrate before rows are written (start-up, and the recorder after an outage).
+
+    Raises SchemaOutdated, with the operator's next step, when the database is
+    reachable but stays behind; re-raises the original error when it is not
+    reachable at all (the recorder's outage path: rows spool until it answers).
+    """
+    try:
+        return await migrate(engine)
+    except Exception as err:
+        try:
+            missing = await pending_migrations(engine)
+        except Exception:  # noqa: BLE001 - not reachable at all: the first error says so
+            raise err from None
+        if not missing:  # e.g. another instance migrated at the same moment
+            return []
+        raise SchemaOutdated(
+            f"The database at {_shown_url(engine)} lacks {', '.join(missing)} and could not "
+            f"be migrated ({type(err).__name__}). Run `tiergate db migrate --config FILE` "
+            "with a database role allowed to CREATE and ALTER tables, then start again."
+        ) from err
+
+
+def _shown_url(engine: AsyncEngine) -> str:
+    """The database's host and name for messages, never its password."""
+    return engine.url.render_as_string(hide_password=True)

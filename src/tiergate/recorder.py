@@ -5,6 +5,11 @@ to the database. If the database is unreachable the batch is appended to a
 bounded on-disk spool (JSON lines) that is replayed, in order, once the
 database answers again. A process killed with -9 loses at most the rows of
 one flush interval (default 0.5 s).
+
+With `prepare` (the gateway passes tiergate.db.ensure_schema), the schema is
+migrated before the first write unless start-up already did it: a gateway that
+started while the database was down must not write this release's columns into
+an older table, which would refuse them. Until it succeeds rows spool.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import os
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +26,7 @@ import orjson
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from tiergate.db import audit_table, usage_table
+from tiergate.db import SchemaOutdated, audit_table, usage_table
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +41,12 @@ _PERMANENT_TYPES = (
 #: SQLSTATE classes of errors the row itself causes: data (22), integrity (23),
 #: syntax or access rule (42). Others (08 connection, 57 shutdown, ...) are outages.
 _PERMANENT_SQLSTATE_CLASSES = ("22", "23", "42")
+
+
+def _detail(err: BaseException) -> str | None:
+    """A schema refusal's own message (it names the operator's next step); other
+    errors only by type, since driver messages can quote connection strings."""
+    return str(err) if isinstance(err, SchemaOutdated) else None
 
 
 class RejectedForGood(Exception):
@@ -76,8 +88,12 @@ class Recorder:
         *,
         flush_interval: float = 0.5,
         max_spool_bytes: int = 256 * 1024 * 1024,
+        prepare: Callable[[AsyncEngine], Awaitable[Any]] | None = None,
     ) -> None:
         self.engine = engine
+        self.prepare = prepare
+        #: set once the schema is known current (start-up migrated, or prepare ran)
+        self.schema_ready = prepare is None
         self.spool_path = Path(spool_path) if spool_path else None
         self.flush_interval = flush_interval
         self.max_spool_bytes = max_spool_bytes
@@ -122,6 +138,10 @@ class Recorder:
             if not rows:
                 return
             try:
+                if not self.schema_ready:
+                    assert self.prepare is not None
+                    await self.prepare(self.engine)
+                    self.schema_ready = True
                 try:
                     await self._write(rows)
                 except RejectedForGood:
@@ -133,7 +153,8 @@ class Recorder:
             except Exception as err:  # noqa: BLE001 - any other DB failure: spool and retry
                 if self.db_healthy:
                     log.warning(
-                        "database unavailable, spooling rows", extra={"error": type(err).__name__}
+                        "database unavailable, spooling rows",
+                        extra={"error": type(err).__name__, "detail": _detail(err)},
                     )
                 self.db_healthy = False
                 self._append_spool(batch)

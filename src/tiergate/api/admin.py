@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from tiergate.api import (
     admin_config,
+    admin_key_usage,
     admin_keys,
     admin_records,
     admin_sessions,
@@ -333,6 +334,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         V,
         response="VirtualKeyChange",
     ),
+    Endpoint(
+        "GET",
+        "/virtual-keys/{id}/usage",
+        admin_key_usage.key_usage,
+        "A virtual key's requests, tokens and cost per day or hour",
+        V,
+        response="VirtualKeyUsage",
+        query=("bucket", *_WINDOW),
+    ),
     # records
     Endpoint(
         "GET",
@@ -363,6 +373,7 @@ ENDPOINTS: tuple[Endpoint, ...] = (
             "status",
             "session",
             "request_id",
+            "virtual_key",
             *_LIST,
         ),
     ),

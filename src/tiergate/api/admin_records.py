@@ -69,7 +69,7 @@ def _audit_filters(request: Request) -> list[Any]:
 def _usage_filters(request: Request) -> list[Any]:
     t, qp = usage_table, request.query_params
     conds = _common_filters(t, request)
-    for name in ("model", "channel"):
+    for name in ("model", "channel", "virtual_key"):
         if qp.get(name):
             conds.append(t.c[name] == qp[name])
     if "tier" in qp:
@@ -137,5 +137,6 @@ async def list_audit(ctx: AdminContext, request: Request) -> Response:
 
 
 async def list_usage(ctx: AdminContext, request: Request) -> Response:
-    """GET /admin/api/usage?router=&workspace=&model=&channel=&tier=&status=&since=&until="""
+    """GET /admin/api/usage?router=&workspace=&model=&channel=&tier=&status=&virtual_key=
+    &since=&until="""
     return await _listing(ctx, request, usage_table, _usage_filters(request), "usage")

@@ -163,6 +163,21 @@ VIRTUAL_KEY_VIEW = obj(
     ["id", "workspace", "prefix", "active"],
 )
 
+#: One bucket of a key's usage (and, without `t`, the window's total).
+KEY_USAGE_POINT = obj(
+    {
+        "t": {"type": "integer", "description": "Bucket start, unix seconds (UTC)"},
+        "requests": {"type": "integer", "description": "Served and refused alike"},
+        "errors": {"type": "integer", "description": "Requests answered other than 200"},
+        "input_tokens": {"type": "integer", "description": "Whole prompts, cached included"},
+        "cache_read_tokens": {"type": "integer"},
+        "cache_write_tokens": {"type": "integer"},
+        "output_tokens": {"type": "integer"},
+        "cost_usd": {"type": "number"},
+    },
+    ["requests", "input_tokens", "cache_read_tokens", "output_tokens", "cost_usd"],
+)
+
 RESPONSES: dict[str, Schema] = {
     "Error": ERROR,
     "Object": {"type": "object"},
@@ -245,6 +260,26 @@ RESPONSES: dict[str, Schema] = {
         ["workspace"],
         open_=False,
     ),
+    "VirtualKeyUsage": obj(
+        {
+            "key": obj(
+                {
+                    "id": {"type": "string"},
+                    "workspace": {"type": "string"},
+                    "name": {"type": "string"},
+                    "prefix": {"type": "string"},
+                    "active": {"type": "boolean"},
+                },
+                ["id", "workspace", "active"],
+            ),
+            "since": {"type": "number"},
+            "until": {"type": "number"},
+            "bucket_seconds": {"type": "integer"},
+            "points": {"type": "array", "items": KEY_USAGE_POINT},
+            "total": KEY_USAGE_POINT,
+        },
+        ["key", "points", "total"],
+    ),
     "AuditList": list_of({"type": "object"}),
     "UsageList": list_of({"type": "object"}),
     "ShadowItem": SHADOW_ITEM,
@@ -286,6 +321,7 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "trigger": {"type": "string"},
     "session": {"type": "string", "description": "Session hash (audit) or scope (usage)"},
     "request_id": {"type": "string"},
+    "virtual_key": {"type": "string", "description": "A virtual key's id (vk_...)"},
     "model": {"type": "string"},
     "channel": {"type": "string"},
     "tier": {"type": "string", "enum": ["base", "strong"]},
@@ -310,14 +346,21 @@ _PATH_PARAMETERS: dict[str, Schema] = {
 }
 
 
+#: A virtual key's id is a string (vk_ and 16 hex digits), not a row number.
+_VIRTUAL_KEY_ID: Schema = {"type": "string", "minLength": 1, "description": "vk_..."}
+
+
 def _path_params(path: str) -> list[Schema]:
     names = [part[1:-1] for part in path.split("/") if part.startswith("{")]
+    keyed = path.startswith("/virtual-keys/")
     return [
         {
             "name": n,
             "in": "path",
             "required": True,
-            "schema": _PATH_PARAMETERS.get(n, {"type": "string", "minLength": 1}),
+            "schema": _VIRTUAL_KEY_ID
+            if keyed and n == "id"
+            else _PATH_PARAMETERS.get(n, {"type": "string", "minLength": 1}),
         }
         for n in names
     ]

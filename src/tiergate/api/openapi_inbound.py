@@ -69,6 +69,12 @@ INBOUND: dict[str, Schema] = {
                 "type": "array",
                 "items": obj({"id": {"type": "string"}, "object": {"type": "string"}}, ["id"]),
             },
+            "models": {
+                "type": "array",
+                "description": "Codex CLI's model catalog (ModelInfo objects): only with "
+                "client_version and server.codex_instructions_file set (docs/agents.md)",
+                "items": obj({"slug": {"type": "string"}}, ["slug"]),
+            },
         },
         ["data"],
     ),
@@ -256,6 +262,15 @@ def inbound_paths() -> dict[str, Any]:
             "get": {
                 **_inbound_op("Models and routers", None, "ModelList"),
                 "operationId": "list_models",
+                "parameters": [
+                    {
+                        "name": "client_version",
+                        "in": "query",
+                        "required": False,
+                        "description": "Sent by Codex CLI: adds its model catalog",
+                        "schema": {"type": "string"},
+                    }
+                ],
             }
         },
         "/v1/feedback": {

@@ -49,6 +49,7 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     started = time.perf_counter()
     request_id = uuid.uuid4().hex
     headers = {"x-orca-request-id": request_id}
+    workspace: Workspace | None = None
     try:
         workspace = gateway.authenticate(request)
         await gateway.admit(workspace)  # the workspace's and its virtual key's limits
@@ -62,6 +63,18 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
                 "model_not_found",
             )
     except GatewayError as err:
+        if workspace is not None:  # after authentication: a usage row, as for a chat turn
+            failures.record_failure(
+                gateway.recorder,
+                request_id=request_id,
+                workspace=workspace.name,
+                plan=None,
+                status=err.status,
+                stream=False,
+                started=started,
+                error_type=err.code or "refused",
+                virtual_key=workspace.key_id,
+            )
         headers.update(err.headers or {})
         return gateway.error_response(OPENAI, err, headers)
 

@@ -34,8 +34,8 @@ class UsageRecord:
     attempts: int = 1
     session_hash: str | None = None
     error_type: str | None = None
-    #: the virtual key presented, if any: on the access log line only (the usage
-    #: table has no column for it yet, docs/virtual-keys.md)
+    #: the virtual key presented, if any: its public id (vk_...), never the token
+    #: or its hash; None for the workspace's YAML tokens
     virtual_key: str | None = None
 
     def row(self) -> dict[str, Any]:
@@ -66,4 +66,4 @@ class UsageRecord:
         }
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord) if f.name != "virtual_key")
+_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord))

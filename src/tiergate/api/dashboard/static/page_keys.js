@@ -1,6 +1,7 @@
 // Virtual keys: the workspace tokens issued through the admin API, with their
 // limits and the spend their budgets count; issue a new one (its token is shown
-// here once and never again) or revoke one on every instance.
+// here once and never again) or revoke one on every instance; a key's usage per
+// UTC day over the last 30 days (from the usage table's virtual_key column).
 
 import { api } from "./api.js";
 import { card, fill, h, num, select, table } from "./dom.js";
@@ -10,6 +11,7 @@ export function mount(view, ctx) {
   const form = h("form", { class: "toolbar", testid: "vk-form" });
   const issued = h("p", { class: "notice", testid: "vk-issued", role: "status", hidden: true });
   const list = h("div");
+  const usage = h("div", { testid: "vk-usage" });
   view.append(
     card("Issue a virtual key", h("div", {}, form, issued), {
       testid: "card-vk-new",
@@ -19,6 +21,11 @@ export function mount(view, ctx) {
       testid: "card-vk-list",
       wide: true,
       note: "Spend is counted where a budget is set (the limiter's own counters).",
+    }),
+    card("Key usage", usage, {
+      testid: "card-vk-usage",
+      wide: true,
+      note: "Per UTC day, the last 30 days: every request the key authenticated, refused ones included.",
     }),
   );
   let drawnForm = false;
@@ -75,9 +82,11 @@ export function mount(view, ctx) {
       num(k.rate_limit_rpm === null ? DASH : int(k.rate_limit_rpm)),
       num(limit(k.spend_today_usd, k.budget_usd_per_day), `vk-day-${k.id}`),
       num(limit(k.spend_month_usd, k.budget_usd_per_month), `vk-month-${k.id}`),
-      h("td", {}, k.active
-        ? h("button", { class: "danger", testid: `vk-revoke-${k.id}`, onclick: () => revoke(k) }, "Revoke")
-        : DASH),
+      h("td", {},
+        h("button", { testid: `vk-usage-${k.id}`, onclick: () => ctx.go({ key: k.id }) }, "Usage"),
+        k.active
+          ? h("button", { class: "danger", testid: `vk-revoke-${k.id}`, onclick: () => revoke(k) }, "Revoke")
+          : null),
     ]);
     fill(
       list,
@@ -87,8 +96,42 @@ export function mount(view, ctx) {
         { testid: "vk-table", empty: "No virtual keys yet." },
       ),
     );
+    await drawUsage(usage, ctx.query().get("key"), keys.items);
   }
   return { refresh };
+}
+
+/** One key's requests, tokens and cost per day, newest first, with the total. */
+async function drawUsage(el, keyId, items) {
+  if (!keyId || !items.some((k) => k.id === keyId)) {
+    fill(el, h("p", { class: "empty" }, "Choose a key's Usage button to see its history."));
+    return;
+  }
+  const res = await api(`/virtual-keys/${keyId}/usage`, { query: { bucket: "day" } });
+  const row = (label, p, testid) => [
+    h("td", { testid }, label),
+    num(int(p.requests)),
+    num(int(p.errors)),
+    num(int(p.input_tokens)),
+    num(int(p.cache_read_tokens)),
+    num(int(p.output_tokens)),
+    num(usd(p.cost_usd), testid && `${testid}-cost`),
+  ];
+  const rows = [...res.points].reverse().map((p) => row(utcDay(p.t), p));
+  if (rows.length) rows.push(row("Total", res.total, "vk-usage-total"));
+  fill(
+    el,
+    h("p", {}, "Key ", h("code", { testid: "vk-usage-key" }, res.key.id), res.key.name ? ` (${res.key.name})` : ""),
+    table(
+      ["Day (UTC)", "Requests", "Errors", "Input tokens", "Cached", "Output tokens", "Cost"],
+      rows,
+      { testid: "vk-usage-table", empty: "No requests with this key in the last 30 days." },
+    ),
+  );
+}
+
+function utcDay(ts) {
+  return new Date(ts * 1000).toISOString().slice(0, 10);
 }
 
 function field(label, name, type, testid) {
