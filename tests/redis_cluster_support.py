@@ -92,6 +92,16 @@ def redis_cluster(folder: Path, nodes: int = 3) -> Iterator[list[int]]:
             proc.wait(timeout=10)
 
 
+def keys_on(port: int, pattern: str) -> list[str]:
+    """The keys matching `pattern` that one node holds (SCAN on that node only)."""
+    return cli(port, "--scan", "--pattern", pattern).split()
+
+
+def primaries(ports: list[int]) -> list[int]:
+    """The ports of the nodes that serve slots now."""
+    return [p for p in ports if "myself,master" in cli(p, "CLUSTER", "NODES")]
+
+
 def node_id(port: int) -> str:
     return cli(port, "CLUSTER", "MYID").strip()
 
