@@ -1,6 +1,11 @@
 """A real Redis Cluster on loopback for the cluster backend tests: three primaries
 (redis-server --cluster-enabled yes on free ports), slots assigned with
-`redis-cli --cluster create`, torn down afterwards. Never the shared 6379."""
+`redis-cli --cluster create`, torn down afterwards. Never the shared 6379.
+
+`kind="valkey"` starts valkey-server instead (same flags, same redis-cli): the
+binary named by TIERGATE_VALKEY_SERVER, else `valkey-server` on PATH, else the
+test skips (Valkey is not a service CI provides; docs/deploy.md says how the
+Valkey runs here were made)."""
 
 from __future__ import annotations
 
@@ -35,15 +40,25 @@ def _free(port: int) -> bool:
         return True
 
 
-SERVER = ["redis-server", "--bind", "127.0.0.1", "--cluster-enabled", "yes"]
+SERVER = ["--bind", "127.0.0.1", "--cluster-enabled", "yes"]
 SERVER += ["--cluster-config-file", "nodes.conf", "--save", "", "--appendonly", "no"]
 CREATE = ["redis-cli", "--cluster", "create", "--cluster-yes"]
 
 
-def require_redis_tools() -> None:
+def require_redis_tools(kind: str = "redis") -> str:
+    """The server binary for `kind`; skip (fail under TIERGATE_REQUIRE_SERVICES=1
+    for Redis) when it or redis-cli is missing."""
+    if kind == "valkey":
+        named = os.environ.get("TIERGATE_VALKEY_SERVER")
+        server = named or shutil.which("valkey-server")
+        if named and not os.access(named, os.X_OK):
+            pytest.fail(f"TIERGATE_VALKEY_SERVER={named} is not an executable", pytrace=False)
+        if server is None or shutil.which("redis-cli") is None:
+            pytest.skip("valkey-server not found: set TIERGATE_VALKEY_SERVER to run on Valkey")
+        return server
     missing = [t for t in ("redis-server", "redis-cli") if shutil.which(t) is None]
     if not missing:
-        return
+        return "redis-server"
     message = f"{' and '.join(missing)} not installed: cannot start a Redis Cluster"
     if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{message} and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
@@ -58,9 +73,9 @@ def cli(port: int, *args: str) -> str:
 
 
 @contextlib.contextmanager
-def redis_cluster(folder: Path, nodes: int = 3) -> Iterator[list[int]]:
+def redis_cluster(folder: Path, nodes: int = 3, kind: str = "redis") -> Iterator[list[int]]:
     """Start `nodes` primaries, make them one cluster, yield their ports."""
-    require_redis_tools()
+    server = require_redis_tools(kind)
     ports = [cluster_port() for _ in range(nodes)]
     procs = []
     try:
@@ -69,7 +84,7 @@ def redis_cluster(folder: Path, nodes: int = 3) -> Iterator[list[int]]:
             d.mkdir()
             procs.append(
                 subprocess.Popen(
-                    [*SERVER, "--port", str(port), "--dir", str(d)],
+                    [server, *SERVER, "--port", str(port), "--dir", str(d)],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )

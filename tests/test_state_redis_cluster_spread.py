@@ -46,9 +46,12 @@ __all__ = [
 ]
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
-    with redis_cluster(tmp_path_factory.mktemp("spread")) as ports:
+@pytest.fixture(scope="module", params=["redis", "valkey"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[int]]:
+    """Three primaries of Redis, then of Valkey (skipped without its binary)."""
+    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
         yield ports
 
 
