@@ -72,23 +72,39 @@ def cli(port: int, *args: str) -> str:
     return out.stdout
 
 
+#: The running nodes of every cluster started here: port -> (process, argv).
+NODES: dict[int, tuple[subprocess.Popen[bytes], list[str]]] = {}
+
+
+def _start(argv: list[str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def stop_node(port: int) -> None:
+    """Kill one node (SIGKILL: no goodbye to its peers or clients)."""
+    proc, _ = NODES[port]
+    proc.kill()
+    proc.wait(timeout=10)
+
+
+def start_node(port: int) -> None:
+    """Start a stopped node again from its nodes.conf; wait until the cluster is ok."""
+    _, argv = NODES[port]
+    NODES[port] = (_start(argv), argv)
+    _wait(lambda: "cluster_state:ok" in cli(port, "CLUSTER", "INFO"))
+
+
 @contextlib.contextmanager
 def redis_cluster(folder: Path, nodes: int = 3, kind: str = "redis") -> Iterator[list[int]]:
     """Start `nodes` primaries, make them one cluster, yield their ports."""
     server = require_redis_tools(kind)
     ports = [cluster_port() for _ in range(nodes)]
-    procs = []
     try:
         for port in ports:
             d = folder / str(port)
             d.mkdir()
-            procs.append(
-                subprocess.Popen(
-                    [server, *SERVER, "--port", str(port), "--dir", str(d)],
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
+            argv = [server, *SERVER, "--port", str(port), "--dir", str(d)]
+            NODES[port] = (_start(argv), argv)
         for port in ports:
             _wait(lambda p=port: cli(p, "PING").strip() == "PONG")
         subprocess.run(
@@ -101,6 +117,7 @@ def redis_cluster(folder: Path, nodes: int = 3, kind: str = "redis") -> Iterator
             _wait(lambda p=port: "cluster_state:ok" in cli(p, "CLUSTER", "INFO"))
         yield ports
     finally:
+        procs = [NODES.pop(p)[0] for p in ports if p in NODES]
         for proc in procs:
             proc.terminate()
         for proc in procs:
@@ -131,6 +148,17 @@ def owner_of(ports: list[int], slot: int) -> int:
             if lo.isdigit() and int(lo) <= slot <= int(hi or lo):
                 return port
     raise AssertionError(f"no owner for slot {slot}")
+
+
+def begin_migration(ports: list[int], slot: int, to_port: int, keys: list[str]) -> int:
+    """Half a resharding: mark `slot` migrating to `to_port` and move only `keys`,
+    so the source answers ASK for them. Returns the source's port."""
+    source = owner_of(ports, slot)
+    src_id, dst_id = node_id(source), node_id(to_port)
+    cli(to_port, "CLUSTER", "SETSLOT", str(slot), "IMPORTING", src_id)
+    cli(source, "CLUSTER", "SETSLOT", str(slot), "MIGRATING", dst_id)
+    cli(source, "MIGRATE", "127.0.0.1", str(to_port), "", "0", "5000", "KEYS", *keys)
+    return source
 
 
 def move_slot(ports: list[int], slot: int, to_port: int) -> None:

@@ -12,7 +12,15 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 from redis.crc import key_slot
 
-from redis_cluster_support import cli, move_slot, owner_of, redis_cluster
+from redis_cluster_support import (
+    begin_migration,
+    cli,
+    move_slot,
+    owner_of,
+    redis_cluster,
+    start_node,
+    stop_node,
+)
 from test_state_batch import (  # the same contract, on the cluster backend
     test_batch_applies_writes_deletes_and_increments,
     test_guard_blocks_everything_when_the_value_moved,
@@ -37,7 +45,7 @@ from test_state_contract import (
 from tiergate.routing.affinity import model_pin_key
 from tiergate.routing.caps import share_incrs
 from tiergate.routing.tier_state import tier_state_key
-from tiergate.state.base import Write
+from tiergate.state.base import StateUnavailable, Write
 from tiergate.state.redis_cluster import RedisClusterStore, slot_prefix
 
 __all__ = [
@@ -121,3 +129,40 @@ async def test_a_resharded_session_slot_is_followed(
     assert await any_store.apply_batch([Write(tier, b"t2")], incrs, (tier, b"t1"))
     assert await any_store.get_many(keys) == [b"t2", b"m", b"2"]
     assert owner_of(cluster, slot) == target
+
+
+async def test_a_slot_being_migrated_is_followed_with_ask(
+    any_store: RedisClusterStore, cluster: list[int]
+) -> None:
+    """ASK: mid-migration, a key already moved is read from the target (ASKING),
+    one not yet moved from the source; then the migration completes."""
+    scope = "fedcba9876543210" * 2
+    moved, stays = tier_state_key(scope, "a"), tier_state_key(scope, "b")
+    await any_store.set_many([Write(moved, b"m"), Write(stays, b"s")])
+    slot = any_store.slot_of(moved)
+    target = next(p for p in cluster if p != owner_of(cluster, slot))
+    begin_migration(cluster, slot, target, [any_store._k(moved)])
+    assert await any_store.get(moved) == b"m"  # ASK -> ASKING + GET on the target
+    assert await any_store.get(stays) == b"s"  # still on the source
+    assert await any_store.compare_and_set(moved, b"m", b"m2")
+    move_slot(cluster, slot, target)  # the rest of the keys, then the slot itself
+    assert await any_store.get_many([moved, stays]) == [b"m2", b"s"]
+
+
+async def test_a_primary_restart_is_unavailable_then_recovers(
+    any_store: RedisClusterStore, cluster: list[int]
+) -> None:
+    """A primary killed: calls for its slots raise StateUnavailable (the gateway
+    degrades), nothing is re-sent; once it is back the store finds it again."""
+    scope = "00112233445566778899aabbccddeeff"
+    key = tier_state_key(scope, "coding")
+    await any_store.set(key, b"v")
+    port = owner_of(cluster, any_store.slot_of(key))
+    stop_node(port)
+    try:
+        with pytest.raises(StateUnavailable):
+            await any_store.incr(key + ":n", 1)
+    finally:
+        start_node(port)
+    assert await any_store.incr(tier_state_key(scope, "n"), 1) == 1.0  # no double count
+    assert await any_store.get(key) is None  # no persistence here: the node came back empty

@@ -27,8 +27,9 @@ from tiergate.lanes.record import LaneRecord
 from tiergate.lanes.store_base import DEFAULT_CAPACITY, Versioned
 from tiergate.state.base import StateUnavailable
 from tiergate.state.redis import RedisPyWire, Wire, open_wire, redis_py_client
-from tiergate.state.redis_cluster import ClusterWire, cluster_client, slot_prefix
+from tiergate.state.redis_cluster import cluster_client, open_cluster_wire, slot_prefix
 from tiergate.state.resp import ReplyError, RespClient, Script
+from tiergate.state.resp_cluster import RespClusterWire
 
 # KEYS: lane hash, live index. ARGV: expected etag ('' = absent), new etag
 # ('' = delete), data, now, expires_at, ttl ms, capacity, scope.
@@ -106,11 +107,11 @@ class RedisLaneStore:
         capacity: int = DEFAULT_CAPACITY,
         timeout: float = 1.0,
     ) -> RedisLaneStore:
-        """On a Redis Cluster: redis-py's cluster client (MOVED/ASK followed), every
-        key under the one hash tag of the prefix (`tg:lanes:` -> `{tg:lanes}:`)."""
+        """On a Redis Cluster: the state store's cluster wire (MOVED/ASK followed),
+        every key under the one hash tag of the prefix (`tg:lanes:` -> `{tg:lanes}:`)."""
         client = cluster_client(url, connect_timeout=timeout, socket_timeout=timeout)
-        tagged = slot_prefix(key_prefix)
-        return cls(client, key_prefix=tagged, capacity=capacity, wire=ClusterWire(client))
+        wire = open_cluster_wire(url, client, connect_timeout=timeout, socket_timeout=timeout)
+        return cls(client, key_prefix=slot_prefix(key_prefix), capacity=capacity, wire=wire)
 
     def _key(self, scope: str) -> str:
         return f"{self.prefix}lane:{scope}"
@@ -166,7 +167,7 @@ class RedisLaneStore:
         return True
 
     async def close(self) -> None:
-        if isinstance(self._wire, RespClient):
+        if isinstance(self._wire, RespClient | RespClusterWire):
             await self._wire.close()
         await self.client.aclose()
 

@@ -17,11 +17,12 @@ rest. What has to be atomic stays in one slot, the rest is split per slot:
 - transact: an optimistic read-then-checked-write script on ONE slot; keys of
   several slots are refused (ValueError), as no script can span slots.
 
-The client is redis-py's cluster client: it reads the slot map from any seed
-node, follows MOVED and ASK redirections (a resharding or a failover), and
-reconnects to the slot's new owner. The hot path here is redis-py's, not the
-pipelined RespClient of state/resp.py, so it costs more CPU per request than
-a single Redis.
+The hot path (redis:// URLs) is the pipelined RESP client on every primary
+(state/resp_cluster.py): it reads the slot map from the seed node, follows
+MOVED and ASK redirections (a resharding or a failover) and re-reads the map
+after a connection failure. redis-py's cluster client, which does the same
+at several times the CPU per call, serves the other URLs (rediss://, query
+options) and the SCAN of `delete_prefix`.
 """
 
 from __future__ import annotations
@@ -48,10 +49,12 @@ from tiergate.state.redis import (
     RedisPyWire,
     RedisStore,
     TransactionConflict,
+    Wire,
     _translate,
     ttl_ms,
 )
 from tiergate.state.resp import Arg, Script
+from tiergate.state.resp_cluster import RespClusterWire
 
 T = TypeVar("T")
 
@@ -141,6 +144,21 @@ class ClusterWire(RedisPyWire):
         return await super().evalsha(script, keys, args)
 
 
+def open_cluster_wire(
+    url: str,
+    client: Any,
+    *,
+    connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+    socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
+) -> Wire:
+    """The cluster's command path for `url`: the pipelined RESP cluster wire for
+    redis:// URLs, else `client` (redis-py's cluster client)."""
+    fast = RespClusterWire.from_url(
+        url, connect_timeout=connect_timeout, socket_timeout=socket_timeout
+    )
+    return fast if fast is not None else ClusterWire(client)
+
+
 @dataclass(slots=True)
 class _SlotPart:
     """The writes and increments of one batch that fall in one slot."""
@@ -174,8 +192,10 @@ class RedisClusterStore(RedisStore):
             max_connections=max_connections,
         )
         self._fast = None
-        self._cluster_wire = ClusterWire(self._redis)
-        self._wire = self._cluster_wire
+        self._cluster_wire = ClusterWire(self._redis)  # SCAN in delete_prefix
+        self._wire = open_cluster_wire(
+            url, self._redis, connect_timeout=connect_timeout, socket_timeout=socket_timeout
+        )
 
     @classmethod
     def from_config(cls, cfg: StateConfig) -> RedisClusterStore:
@@ -204,9 +224,7 @@ class RedisClusterStore(RedisStore):
         if len(by_slot) == 1:
             return cast("list[bytes | None]", await self._wire.call("MGET", *physical))
         groups = list(by_slot.values())
-        replies = await asyncio.gather(
-            *(self._wire.call("MGET", *[physical[i] for i in g]) for g in groups)
-        )
+        replies = await self._wire.pipeline([("MGET", *[physical[i] for i in g]) for g in groups])
         out: list[bytes | None] = [None] * len(keys)
         for g, values in zip(groups, replies, strict=True):
             for i, v in zip(g, values, strict=True):
@@ -307,6 +325,12 @@ class RedisClusterStore(RedisStore):
                 for i in range(0, len(keys), 500):
                     deleted += await self._redis.unlink(*keys[i : i + 500])
         return deleted
+
+    async def close(self) -> None:
+        """Close the hot-path wire and redis-py's cluster client."""
+        if isinstance(self._wire, RespClusterWire):
+            await self._wire.close()
+        await self._redis.aclose()
 
     async def ping(self) -> bool:
         """True when the node owning the common slot answers."""
