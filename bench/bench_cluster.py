@@ -13,7 +13,12 @@ before each layout) and the server time spent in them, so the hottest node's
 share is visible; and the client's requests/s and CPU per request (the client,
 redis-py's cluster client, is the bottleneck here, not the servers).
 
+Sessions are dealt round-robin over `--routers` routers and `--workspaces`
+workspaces (1 and 1 by default: every request then reads and increments the
+same router's and workspace's counters, the hottest case).
+
 Run: .venv/bin/python bench/bench_cluster.py [--quick] [--sessions 2000] [--turns 3]
+     [--routers 1] [--workspaces 1]
 """
 
 from __future__ import annotations
@@ -30,14 +35,13 @@ from typing import Any
 import common
 
 sys.path.insert(0, str(common.ROOT / "tests"))
-from redis_cluster_support import cli, primaries, redis_cluster  # noqa: E402
-
-from tiergate.routing.affinity import channel_pin_key, model_pin_key  # noqa: E402
-from tiergate.routing.caps import router_share_keys, share_incrs, workspace_share_keys  # noqa: E402
-from tiergate.routing.session import SessionId, session_scope  # noqa: E402
-from tiergate.routing.tier_state import tier_state_key  # noqa: E402
-from tiergate.state.base import Write  # noqa: E402
-from tiergate.state.redis_cluster import RedisClusterStore  # noqa: E402
+from redis_cluster_support import cli, primaries, redis_cluster
+from tiergate.routing.affinity import channel_pin_key, model_pin_key
+from tiergate.routing.caps import router_share_keys, share_incrs, workspace_share_keys
+from tiergate.routing.session import SessionId, session_scope
+from tiergate.routing.tier_state import tier_state_key
+from tiergate.state.base import Write
+from tiergate.state.redis_cluster import RedisClusterStore
 
 NOW = 1_767_225_600.0
 MODELS = ("openai/gpt-5-mini", "anthropic/claude-sonnet-4-5")
@@ -50,26 +54,28 @@ class SingleSlotStore(RedisClusterStore):
         return self.prefix + key
 
 
-def read_keys(scope: str) -> list[str]:
+def read_keys(scope: str, router: str, workspace: str) -> list[str]:
     return [
-        tier_state_key(scope, "coding"),
-        model_pin_key(scope, "coding"),
-        model_pin_key(scope, "coding", "strong"),
+        tier_state_key(scope, router),
+        model_pin_key(scope, router),
+        model_pin_key(scope, router, "strong"),
         *(channel_pin_key(scope, m) for m in MODELS),
-        *router_share_keys("coding", NOW, 2),
-        *workspace_share_keys("w1", NOW, 2),
+        *router_share_keys(router, NOW, 2),
+        *workspace_share_keys(workspace, NOW, 2),
     ]
 
 
-async def one_request(store: RedisClusterStore, scope: str, turn: int) -> None:
-    values = await store.get_many(read_keys(scope))
-    tier = tier_state_key(scope, "coding")
+async def one_request(
+    store: RedisClusterStore, scope: str, turn: int, router: str = "r0", workspace: str = "w0"
+) -> None:
+    values = await store.get_many(read_keys(scope, router, workspace))
+    tier = tier_state_key(scope, router)
     writes = [
         Write(tier, f"state-{turn}".encode(), 4 * 3600),
-        Write(model_pin_key(scope, "coding"), MODELS[0].encode(), 3600),
+        Write(model_pin_key(scope, router), MODELS[0].encode(), 3600),
         Write(channel_pin_key(scope, MODELS[0]), b'["oa",1,"fp"]', 300),
     ]
-    incrs = share_incrs("coding", "w1", NOW, 2, strong=False, cost=0.001)
+    incrs = share_incrs(router, workspace, NOW, 2, strong=False, cost=0.001)
     assert await store.apply_batch(writes, incrs, guard=(tier, values[0]))
 
 
@@ -90,21 +96,30 @@ def node_stats(port: int) -> tuple[int, int]:
 
 
 async def run_layout(
-    cls: type[RedisClusterStore], ports: list[int], sessions: int, turns: int, conc: int
+    cls: type[RedisClusterStore], ports: list[int], args: argparse.Namespace
 ) -> dict[str, Any]:
     prefix = f"b{uuid.uuid4().hex[:6]}:"
     store = cls(f"redis://127.0.0.1:{ports[0]}", prefix, connect_timeout=5, socket_timeout=5)
-    scopes = [session_scope("w1", SessionId(f"s{i}", "header", True)) for i in range(sessions)]
-    work = [(s, t) for t in range(turns) for s in scopes]
-    await one_request(store, scopes[0], -1)  # slot map read, scripts loaded
+    sessions = [
+        (
+            session_scope("w", SessionId(f"s{i}", "header", True)),
+            f"r{i % args.routers}",
+            f"w{i % args.workspaces}",
+        )
+        for i in range(args.sessions)
+    ]
+    work = [(s, t) for t in range(args.turns) for s in sessions]
+    for scope, router, workspace in sessions[: args.routers * args.workspaces]:
+        await one_request(store, scope, -1, router, workspace)  # slot map, scripts loaded
     for port in ports:
         cli(port, "CONFIG", "RESETSTAT")
     cpu0, t0 = time.process_time(), time.perf_counter()
 
-    async def worker(items: list[tuple[str, int]]) -> None:
-        for scope, turn in items:
-            await one_request(store, scope, turn)
+    async def worker(items: list[tuple[tuple[str, str, str], int]]) -> None:
+        for (scope, router, workspace), turn in items:
+            await one_request(store, scope, turn, router, workspace)
 
+    conc = args.concurrency
     await asyncio.gather(*(worker(work[i::conc]) for i in range(conc)))
     wall, cpu = time.perf_counter() - t0, time.process_time() - cpu0
     nodes = []
@@ -135,6 +150,8 @@ def main() -> int:
     p.add_argument("--sessions", type=int, default=2000)
     p.add_argument("--turns", type=int, default=3)
     p.add_argument("--concurrency", type=int, default=32)
+    p.add_argument("--routers", type=int, default=1)
+    p.add_argument("--workspaces", type=int, default=1)
     args = p.parse_args()
     if args.quick:
         args.sessions, args.turns, args.concurrency = 60, 2, 8
@@ -144,9 +161,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp, redis_cluster(Path(tmp)) as ports:
         ports = primaries(ports)
         for name, cls in (("single-slot", SingleSlotStore), ("hash-tags", RedisClusterStore)):
-            out["layouts"][name] = asyncio.run(
-                run_layout(cls, ports, args.sessions, args.turns, args.concurrency)
-            )
+            out["layouts"][name] = asyncio.run(run_layout(cls, ports, args))
     rows = []
     for name, r in out["layouts"].items():
         keys = "/".join(str(n["keys"]) for n in r["nodes"])
