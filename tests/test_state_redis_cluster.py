@@ -46,6 +46,7 @@ from tiergate.routing.affinity import model_pin_key
 from tiergate.routing.caps import share_incrs
 from tiergate.routing.tier_state import tier_state_key
 from tiergate.state.base import StateUnavailable, Write
+from tiergate.state.cluster_migrate import migrate
 from tiergate.state.redis_cluster import RedisClusterStore, slot_prefix
 
 __all__ = [
@@ -166,3 +167,35 @@ async def test_a_primary_restart_is_unavailable_then_recovers(
         start_node(port)
     assert await any_store.incr(tier_state_key(scope, "n"), 1) == 1.0  # no double count
     assert await any_store.get(key) is None  # no persistence here: the node came back empty
+
+
+async def test_migrating_from_the_single_slot_layout(cluster: list[int]) -> None:
+    """Keys written under the earlier layout ({tg}:<key>) move to their tags, with
+    their TTLs; keys that keep their name stay; a key already written under its
+    new name is not overwritten."""
+    prefix = f"m{uuid.uuid4().hex[:8]}:"
+    url = f"redis://127.0.0.1:{cluster[0]}"
+    store = RedisClusterStore(url, prefix)
+    old = {
+        tier_state_key("ab" * 16, "coding"): b"tier",
+        model_pin_key("ab" * 16, "coding"): b"openai/gpt-5-mini",
+        "lim:usdm:w1:202601": b"12.5",
+        "esc:share:coding:20260101:req": b"40",
+        "config:version": b"7",
+    }
+    try:
+        await store.set(model_pin_key("ab" * 16, "coding"), b"newer")
+        common = store.prefix
+        raw = store._redis
+        await store._cluster_wire.ready()
+        for k, v in old.items():
+            await raw.set(common + k, v, px=600_000)
+        result = await migrate(url, prefix)
+        assert (result.moved, result.kept, result.skipped) == (3, 1, 1)
+        got = await store.get_many(list(old))
+        assert got == [b"tier", b"newer", b"12.5", b"40", b"7"]
+        assert 0 < await raw.pttl(store._k("lim:usdm:w1:202601")) <= 600_000
+        assert await raw.exists(common + "lim:usdm:w1:202601") == 0
+    finally:
+        await store.delete_prefix()
+        await store.close()
