@@ -41,7 +41,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from tiergate import metrics
 from tiergate.config import StateConfig
-from tiergate.state.base import Incr, StateUnavailable, TransactFn, Write
+from tiergate.state.base import Incr, TransactFn, Write
 from tiergate.state.cluster_keys import cluster_key, common_prefix
 from tiergate.state.redis import (
     DEFAULT_CONNECT_TIMEOUT,
@@ -168,7 +168,7 @@ class _SlotPart:
 
 
 class RedisClusterStore(RedisStore):
-    """RedisStore over redis-py's cluster client, keys spread by hash tags."""
+    """RedisStore on a cluster: keys spread by hash tags, the commit split per slot."""
 
     name = "redis"  # shared by a fleet, like the single-server backend
 
@@ -336,8 +336,6 @@ class RedisClusterStore(RedisStore):
         """True when the node owning the common slot answers."""
         try:
             await self.get("ping")
-        except StateUnavailable:
-            return False
-        except Exception:  # noqa: BLE001 - any failure means "not reachable"
+        except Exception:  # noqa: BLE001 - any failure (StateUnavailable or other) = not reachable
             return False
         return True
