@@ -123,6 +123,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_affinity.py",
         "bench_difficulty.py",
         "bench_request_scorer.py",
+        "bench_cluster.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -153,3 +154,14 @@ def test_request_scorer_bench_reports_both_scorers(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "mmlu_short" in proc.stdout and "lexical p50" in proc.stdout
     assert "corpus median skipped" in proc.stdout
+
+
+def test_cluster_bench_compares_both_layouts(tmp_path: Path) -> None:
+    from redis_cluster_support import require_redis_tools
+
+    require_redis_tools()
+    data = run_bench("bench_cluster.py", tmp_path, timeout=120)
+    slot, tags = data["layouts"]["single-slot"], data["layouts"]["hash-tags"]
+    assert sum(1 for n in slot["nodes"] if n["keys"]) == 1  # everything on one primary
+    assert all(n["keys"] for n in tags["nodes"])  # sessions on every primary
+    assert slot["calls_per_request"] == 2 and tags["calls_per_request"] == 6

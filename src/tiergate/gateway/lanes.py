@@ -44,6 +44,7 @@ def make_session_tiers(cfg: GatewayConfig) -> SessionTiers:
             sqlite_path=cfg.session_tiers.sqlite_path,
             redis_url=cfg.state.url,
             key_prefix=f"{cfg.state.key_prefix}lanes:",
+            cluster=cfg.state.cluster,
         )
     return SessionTiers(settings, store, policy_revision(cfg))
 

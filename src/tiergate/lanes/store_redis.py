@@ -6,7 +6,10 @@ live-lane cap, write. A lane is a hash {etag, exp, data} with a Redis TTL as a
 safety net; a sorted set of scope -> expiry counts live lanes for the cap
 (10,000 by default, like the other adapters). Expiry decisions use the
 caller's clock (`now`), the same as memory and SQLite. The script touches two
-keys, so use a standalone or replicated Redis, not a sharded cluster.
+keys (the lane and the live index); on a Redis Cluster (`state.cluster: true`,
+`for_cluster`) both carry one hash tag, so every lane lives in one slot: the
+lane store runs on a cluster but does not spread over its primaries (the cap
+is one sorted set; spreading it needs a sharded cap).
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ from tiergate.lanes.record import LaneRecord
 from tiergate.lanes.store_base import DEFAULT_CAPACITY, Versioned
 from tiergate.state.base import StateUnavailable
 from tiergate.state.redis import RedisPyWire, Wire, open_wire, redis_py_client
+from tiergate.state.redis_cluster import cluster_client, open_cluster_wire, slot_prefix
 from tiergate.state.resp import ReplyError, RespClient, Script
+from tiergate.state.resp_cluster import RespClusterWire
 
 # KEYS: lane hash, live index. ARGV: expected etag ('' = absent), new etag
 # ('' = delete), data, now, expires_at, ttl ms, capacity, scope.
@@ -94,6 +99,20 @@ class RedisLaneStore:
         wire = open_wire(url, client, connect_timeout=timeout, socket_timeout=timeout)
         return cls(client, key_prefix=key_prefix, capacity=capacity, wire=wire)
 
+    @classmethod
+    def for_cluster(
+        cls,
+        url: str,
+        key_prefix: str = "tg:lanes:",
+        capacity: int = DEFAULT_CAPACITY,
+        timeout: float = 1.0,
+    ) -> RedisLaneStore:
+        """On a Redis Cluster: the state store's cluster wire (MOVED/ASK followed),
+        every key under the one hash tag of the prefix (`tg:lanes:` -> `{tg:lanes}:`)."""
+        client = cluster_client(url, connect_timeout=timeout, socket_timeout=timeout)
+        wire = open_cluster_wire(url, client, connect_timeout=timeout, socket_timeout=timeout)
+        return cls(client, key_prefix=slot_prefix(key_prefix), capacity=capacity, wire=wire)
+
     def _key(self, scope: str) -> str:
         return f"{self.prefix}lane:{scope}"
 
@@ -148,7 +167,7 @@ class RedisLaneStore:
         return True
 
     async def close(self) -> None:
-        if isinstance(self._wire, RespClient):
+        if isinstance(self._wire, RespClient | RespClusterWire):
             await self._wire.close()
         await self.client.aclose()
 

@@ -43,6 +43,7 @@ UNAVAILABLE_PREFIXES = (
 )
 
 _pack = cast("Callable[[tuple[Arg, ...]], bytes]", hiredis.pack_command)
+pack = _pack
 
 
 class ReplyError(Exception):
@@ -248,6 +249,11 @@ class RespClient:
         if isinstance(reply, hiredis.ReplyError) and str(reply).startswith("NOSCRIPT"):
             reply = await self._send(_pack(("EVAL", script.source, *tail)), 1)
         return check(reply)
+
+    async def send_raw(self, payload: bytes, replies: int = 1) -> Any:
+        """Packed commands out, replies back unchecked (error replies are returned,
+        not raised): the cluster wire reads MOVED and ASK from them."""
+        return await self._send(payload, replies)
 
     async def _send(self, payload: bytes, replies: int) -> Any:
         conn = self._conn
