@@ -197,15 +197,22 @@ def create_app(
             except Exception:  # noqa: BLE001
                 checks["database"] = "unreachable"
                 ok = False
+        nodes: dict[str, bool] | None = None
         try:
-            alive = await store.ping()
+            per_node = getattr(store, "ping_nodes", None)  # a cluster: every primary
+            nodes = await per_node() if per_node is not None else None
+            if nodes is None:
+                alive = await store.ping()
+            else:
+                alive = bool(nodes) and all(nodes.values())
         except Exception:  # noqa: BLE001
             alive = False
         checks["state"] = "ok" if alive else "unreachable"
         ok = ok and alive
-        return _json(
-            {"status": "ready" if ok else "not_ready", "checks": checks}, 200 if ok else 503
-        )
+        body: dict[str, Any] = {"status": "ready" if ok else "not_ready", "checks": checks}
+        if nodes is not None:  # which primary is down, by address
+            body["state_nodes"] = {n: "ok" if up else "unreachable" for n, up in nodes.items()}
+        return _json(body, 200 if ok else 503)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 404

@@ -100,7 +100,15 @@ INBOUND: dict[str, Schema] = {
         ["request_id", "score", "credited", "recorded"],
     ),
     "Explain": {"type": "object"},
-    "Health": obj({"status": {"type": "string"}}, ["status"]),
+    "Health": obj(
+        {
+            "status": {"type": "string"},
+            # /readyz: database and state; state_nodes per primary on a Redis Cluster
+            "checks": {"type": "object", "additionalProperties": {"type": "string"}},
+            "state_nodes": {"type": "object", "additionalProperties": {"type": "string"}},
+        },
+        ["status"],
+    ),
 }
 
 #: Values are case-insensitive; any other value is ignored, as an unknown header is.
@@ -206,7 +214,7 @@ def inbound_paths() -> dict[str, Any]:
         "responses": {"200": {"description": "Alive", "content": json_content(ref("Health"))}},
     }
     ready = {
-        "summary": "Readiness: database and state store reachable",
+        "summary": "Readiness: database and state store (every cluster primary) reachable",
         "tags": ["Health"],
         "responses": {
             "200": {"description": "Ready", "content": json_content(ref("Health"))},

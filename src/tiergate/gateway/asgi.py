@@ -64,8 +64,9 @@ class GatewayApp(Starlette):
             from opentelemetry.trace import SpanKind
 
             attributes = {"http.request.method": "POST", "http.route": scope["path"]}
+            parent = tracing.incoming_context(scope["headers"])  # the caller's traceparent
             with tracer.start_as_current_span(
-                "tiergate.request", kind=SpanKind.SERVER, attributes=attributes
+                "tiergate.request", context=parent, kind=SpanKind.SERVER, attributes=attributes
             ) as span:
                 response = await self._answer(gateway, fmt, scope, receive, send)
                 span.set_attribute("http.response.status_code", response.status_code)

@@ -87,11 +87,14 @@ class HTTPClient:
             return self._ssl
         return self.network.ssl_context(host, port)
 
-    async def post(self, url: str, body: bytes, headers: Mapping[str, str]) -> Response:
+    async def post(
+        self, url: str, body: bytes, headers: Mapping[str, str], per_request: bytes = b""
+    ) -> Response:
         """Send a POST and return once the response head arrived (body not yet read).
 
-        A reused connection the server had closed is retried once on a new one;
-        nothing else is retried here."""
+        `per_request`: raw header lines that change on every call (a `traceparent`),
+        kept out of the cached head block. A reused connection the server had
+        closed is retried once on a new one; nothing else is retried here."""
         target = self._target(url)
         key = (target.prefix, *headers.items())
         block = self._heads.get(key)
@@ -99,7 +102,7 @@ class HTTPClient:
             if len(self._heads) > 1024:
                 self._heads.clear()
             block = self._heads[key] = _head(target.prefix, headers)
-        head = b"%scontent-length: %d\r\n\r\n" % (block, len(body))
+        head = b"%s%scontent-length: %d\r\n\r\n" % (block, per_request, len(body))
         pool = self._pools.get(target.origin)
         if pool is None:
             scheme, host, port = target.origin

@@ -12,6 +12,7 @@ from typing import Any
 
 import orjson
 
+from tiergate import tracing
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
 from tiergate.providers.network import UpstreamNetwork
@@ -54,8 +55,9 @@ class UpstreamHTTP:
         self, url: str, body: dict[str, Any], headers: Mapping[str, str]
     ) -> dict[str, Any]:
         """POST and return the parsed JSON body; raise UpstreamError on any failure."""
+        trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, orjson.dumps(body), headers)
+            resp = await self.client.post(url, orjson.dumps(body), headers, trace)
             raw = await resp.read()
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
@@ -76,8 +78,9 @@ class UpstreamHTTP:
     ) -> AsyncIterator[bytes]:
         """POST and yield raw body chunks. Errors before the first chunk raise
         UpstreamError (retryable); a cut after it raises kind 'stream_cut'."""
+        trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, orjson.dumps(body), headers)
+            resp = await self.client.post(url, orjson.dumps(body), headers, trace)
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
         except HTTPClientError as err:

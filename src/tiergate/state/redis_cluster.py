@@ -32,6 +32,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.retry import Retry
@@ -331,6 +332,25 @@ class RedisClusterStore(RedisStore):
         if isinstance(self._wire, RespClusterWire):
             await self._wire.close()
         await self._redis.aclose()
+
+    async def ping_nodes(self) -> dict[str, bool]:
+        """Every primary's PING, concurrently (`/readyz`): `host:port` -> answered.
+        A primary down is named, not only the one holding the common slot."""
+        if isinstance(self._wire, RespClusterWire):
+            return await self._wire.ping_primaries()
+        try:  # redis-py's cluster client (rediss://, URLs with options)
+            await self._cluster_wire.ready()
+        except Exception:  # noqa: BLE001 - no node answered the slot map
+            seed = urlsplit(self.url)
+            return {f"{seed.hostname}:{seed.port or 6379}": False}
+        nodes = cast("RedisCluster", self._redis).get_primaries()
+        replies = await asyncio.gather(
+            *(node.execute_command("PING") for node in nodes), return_exceptions=True
+        )
+        return {
+            node.name: not isinstance(reply, BaseException)
+            for node, reply in zip(nodes, replies, strict=True)
+        }
 
     async def ping(self) -> bool:
         """True when the node owning the common slot answers."""

@@ -146,6 +146,17 @@ class ResilientStore:
             self._on_success()
         return ok
 
+    async def ping_nodes(self) -> dict[str, bool] | None:
+        """Per node (a cluster's primaries: `host:port` -> answered), or None for a
+        backend that is one node (then `ping` is its health)."""
+        probe = getattr(self.inner, "ping_nodes", None)
+        if probe is None:
+            return None
+        nodes: dict[str, bool] = await probe()
+        if nodes and all(nodes.values()):
+            self._on_success()
+        return nodes
+
     async def close(self) -> None:
         await self.inner.close()
 

@@ -68,6 +68,7 @@ class RespClusterWire:
         self._seed = (host, port)
         self._nodes: dict[tuple[str, int], RespClient] = {}
         self._slots: list[RespClient | None] = [None] * SLOTS
+        self._primaries: list[RespClient] = []  # of the last map read, for readiness
         self._stale = True
         self._refreshing: asyncio.Task[None] | None = None
 
@@ -114,9 +115,32 @@ class RespClusterWire:
             reply = await self._run(slot, pack(("EVAL", script.source, *tail)))
         return check(reply)
 
+    async def ping_primaries(self) -> dict[str, bool]:
+        """PING every primary of the slot map at once (readiness): `host:port` ->
+        answered. One PING per primary, plus CLUSTER SLOTS when the map is stale; a
+        primary that fails marks the map stale, as any failed call does. When no
+        node answers CLUSTER SLOTS, every node known (the seed at least) is down."""
+        try:
+            if self._stale:
+                await self._refresh()
+        except StateUnavailable:
+            self._client(f"{self._seed[0]}:{self._seed[1]}", None)
+            return {f"{n.host}:{n.port}": False for n in self._nodes.values()}
+        primaries = self._primaries
+        replies = await asyncio.gather(
+            *(n.send_raw(pack(("PING",))) for n in primaries), return_exceptions=True
+        )
+        health = {
+            f"{n.host}:{n.port}": not isinstance(r, BaseException | hiredis.ReplyError)
+            for n, r in zip(primaries, replies, strict=True)
+        }
+        if not all(health.values()):
+            self._stale = True
+        return health
+
     async def close(self) -> None:
         nodes, self._nodes = list(self._nodes.values()), {}
-        self._slots = [None] * SLOTS
+        self._slots, self._primaries = [None] * SLOTS, []
         self._stale = True
         await asyncio.gather(*(n.close() for n in nodes))
 
@@ -201,12 +225,14 @@ class RespClusterWire:
                 last = err
                 continue
             table: list[RespClient | None] = [None] * SLOTS
+            primaries: dict[int, RespClient] = {}
             for entry in ranges:
                 lo, hi, primary = int(entry[0]), int(entry[1]), entry[2]
                 host = primary[0].decode() if isinstance(primary[0], bytes) else str(primary[0])
                 client = self._client(f"{host}:{int(primary[1])}", node)
                 table[lo : hi + 1] = [client] * (hi - lo + 1)
-            self._slots = table
+                primaries[id(client)] = client
+            self._slots, self._primaries = table, list(primaries.values())
             self._stale = False
             return
         raise StateUnavailable(f"redis cluster: no node answered CLUSTER SLOTS: {last}")
