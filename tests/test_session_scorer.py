@@ -151,9 +151,9 @@ def test_score_is_the_logistic_of_the_standardised_dot_product() -> None:
     assert scorer.reasons(x) == {"lexical_delta": 4.0}
 
 
-def test_learned_scorer_is_selectable_and_lexical_is_the_default() -> None:
-    assert EscalationConfig().scorer == "lexical"
-    assert EscalationConfig.model_validate({"scorer": "learned"}).scorer == "learned"
+def test_learned_scorer_is_the_default_and_lexical_is_selectable() -> None:
+    assert EscalationConfig().scorer == "learned"
+    assert EscalationConfig.model_validate({"scorer": "lexical"}).scorer == "lexical"
     with pytest.raises(ValueError):
         EscalationConfig.model_validate({"scorer": "magic"})
 
