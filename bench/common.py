@@ -289,8 +289,8 @@ def gateway_config(
                     "share_cap_percent": share_cap_percent,
                     "share_cap_basis": "requests",
                     "max_per_session": 1,
-                    # lexical (default) or learned: bench the session scorer's cost
-                    "scorer": os.environ.get("TIERGATE_BENCH_SCORER", "lexical"),
+                    # learned (the default) or lexical: bench the session scorer's cost
+                    "scorer": os.environ.get("TIERGATE_BENCH_SCORER", "learned"),
                 },
             },
         ],

@@ -23,6 +23,7 @@ import orjson
 from tiergate.formats.openai import parse_request
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.session_scorer import FEATURE_NAMES, features
+from tiergate.routing.strikes import request_strikes
 from tiergate.routing.transcript import TranscriptSummary, summarize
 
 BUCKET_TARGET = {"easy": 0.0, "medium": 0.5, "hard": 1.0}
@@ -36,10 +37,12 @@ class Extracted:
     x: np.ndarray  # (turns, features)
     delta: np.ndarray  # (turns,)
     needs_strong: np.ndarray  # (turns,) bool
+    strike: np.ndarray  # (turns,) bool: the turn raises a request-side strike
     session: np.ndarray  # (turns,) session index
     session_id: np.ndarray  # (sessions,) str
     bucket: np.ndarray  # (sessions,) str: easy/medium/hard or the synthetic archetype
     group: np.ndarray  # (sessions,) str: SWE-bench repository, or the archetype
+    instance: np.ndarray  # (sessions,) str: SWE-bench instance, or the session id
     protocol: np.ndarray  # (sessions,) str
     framework: np.ndarray  # (sessions,) str
 
@@ -63,10 +66,15 @@ def stream_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 yield orjson.loads(line)
 
 
+def instance(doc: dict[str, Any]) -> str:
+    """The SWE-bench instance of a session (`django__django-11019`): the CV group, so
+    one task's runs by different agents never sit on both sides of a fold."""
+    return str((doc.get("source") or {}).get("key") or doc["session_id"].split("/")[-1])
+
+
 def repository(doc: dict[str, Any]) -> str:
     """The SWE-bench repository of a session (`django__django-11019` -> `django__django`)."""
-    key = str((doc.get("source") or {}).get("key") or doc["session_id"].split("/")[-1])
-    return key.rsplit("-", 1)[0]
+    return instance(doc).rsplit("-", 1)[0]
 
 
 def protocol_of(doc: dict[str, Any]) -> str:
@@ -84,8 +92,10 @@ def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) ->
     rows: list[tuple[float, ...]] = []
     delta: list[float] = []
     strong: list[bool] = []
+    struck: list[bool] = []
     owner: list[int] = []
-    cols: dict[str, list[str]] = {k: [] for k in ("sid", "bucket", "group", "proto", "fw")}
+    names = ("sid", "bucket", "group", "instance", "proto", "fw")
+    cols: dict[str, list[str]] = {k: [] for k in names}
     for s, doc in enumerate(sessions):
         summary: TranscriptSummary | None = None
         for turn in doc["turns"]:
@@ -95,11 +105,13 @@ def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) ->
             rows.append(features(summary, lexical))
             delta.append(lexical)
             strong.append(bool(turn.get("needs_strong", False)))
+            struck.append(bool(request_strikes(req, summary.progress)))
             owner.append(s)
         archetype = str(doc.get("archetype", ""))
         cols["sid"].append(str(doc["session_id"]))
         cols["bucket"].append(archetype)
         cols["group"].append(repository(doc) if real else archetype)
+        cols["instance"].append(instance(doc) if real else str(doc["session_id"]))
         cols["proto"].append(protocol_of(doc))
         cols["fw"].append(str((doc.get("source") or {}).get("framework", "synthetic")))
         if tick is not None:
@@ -108,10 +120,12 @@ def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) ->
         x=np.array(rows, dtype=np.float64).reshape(-1, len(FEATURE_NAMES)),
         delta=np.array(delta),
         needs_strong=np.array(strong, dtype=bool),
+        strike=np.array(struck, dtype=bool),
         session=np.array(owner, dtype=np.int64),
         session_id=np.array(cols["sid"]),
         bucket=np.array(cols["bucket"]),
         group=np.array(cols["group"]),
+        instance=np.array(cols["instance"]),
         protocol=np.array(cols["proto"]),
         framework=np.array(cols["fw"]),
     )

@@ -510,9 +510,15 @@ def assert_cache_as_direct(report: SessionReport, tolerance: float = 0.005) -> N
 
 
 def assert_escalated_by_strikes(report: SessionReport) -> None:
+    """A failure loop escalates once and stays strong. With the default scorer
+    (`learned`, which reads the failure streak) the difficulty trigger may fire on
+    the turn the strikes would; either reason, never before the second turn."""
     tiers = [t.tier_header for t in report.turns]
-    assert "strong; reason=strikes" in tiers, report.summary()
-    first = tiers.index("strong; reason=strikes")
+    loop = ("strong; reason=strikes", "strong; reason=difficulty")
+    escalated = [t for t in tiers if t in loop]
+    assert len(escalated) == 1, report.summary()
+    first = tiers.index(escalated[0])
+    assert first >= 1, report.summary()
     assert all(t == "base" for t in tiers[:first]), report.summary()
     assert all(t.model == STRONG for t in report.turns[first:]), report.summary()
     # one key per tier: the base turns on one, the strong turns on one

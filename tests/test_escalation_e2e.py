@@ -160,8 +160,13 @@ def test_failure_loop_escalates_by_strikes(gateway: ServerThread) -> None:
         messages.append({"role": "tool", "tool_call_id": call_a, "content": f"error: {err}"})
         messages.append({"role": "tool", "tool_call_id": call_b, "content": f"FAIL\n{err}"})
         tiers.append(_send(gateway, "failure-loop", messages)[1])
-    assert "strong; reason=strikes" in tiers
-    first = tiers.index("strong; reason=strikes")
+    # the default (learned) scorer reads the failure streak too, so its difficulty
+    # trigger may fire on the turn the strikes would; either way the loop escalates
+    # once, after two failing turns, and stays strong
+    escalated = [t for t in tiers if t and t.startswith("strong; reason=")]
+    assert escalated in (["strong; reason=strikes"], ["strong; reason=difficulty"])
+    first = tiers.index(escalated[0])
+    assert first >= 2
     assert all(t == "base" for t in tiers[:first])
     assert all(t == "strong" for t in tiers[first + 1 :])
 

@@ -167,7 +167,8 @@ def test_hard_text_scores_high_on_the_real_scorer() -> None:
 
 
 async def test_engine_escalates_on_header_strikes_and_difficulty(facts: Any) -> None:
-    run = await run_policy(facts, ex.ENGINE_UNCAPPED)
+    # the lexical scorer, so that each trigger class shows on its own session
+    run = await run_policy(facts, ex.SCORER_POLICIES["escalation-lexical-uncapped"])
     assert tiers(run, "explicit") == ["base", "strong", "strong"]
     assert triggers(run, "explicit")[1] == "explicit"
     assert tiers(run, "difficulty") == ["base", "base", "strong", "strong"]  # streak of 2
@@ -179,6 +180,17 @@ async def test_engine_escalates_on_header_strikes_and_difficulty(facts: Any) -> 
     kinds = [(e.kind, e.trigger) for e in run.events]
     assert kinds.count(("escalated", "explicit")) == 2
     assert ("escalated", "difficulty") in kinds and ("escalated", "strikes") in kinds
+
+
+async def test_default_learned_scorer_escalates_the_same_turns(facts: Any) -> None:
+    """The default scorer (learned) reads the failure loop's behaviour, so its
+    difficulty trigger may beat the strikes to it; the tiers served are the same."""
+    run = await run_policy(facts, ex.ENGINE_UNCAPPED)
+    assert ex.ENGINE_UNCAPPED.engine_router().escalation.scorer == "learned"
+    assert tiers(run, "difficulty") == ["base", "base", "strong", "strong"]
+    assert tiers(run, "strikes") == ["base", "base", "base", "strong", "strong"]
+    assert triggers(run, "strikes")[3] in ("strikes", "difficulty")
+    assert set(tiers(run, "easy")) == {"base"}
 
 
 async def test_failed_attempt_commits_nothing(facts: Any) -> None:

@@ -56,18 +56,50 @@ def test_shipped_artifact_matches_the_code_and_names_its_sources() -> None:
         .joinpath("artifacts", session_scorer.ARTIFACT)
         .read_text("utf-8")
     )
-    assert tuple(doc["features"]) == FEATURE_NAMES
-    assert len(doc["weights"]) == len(doc["mean"]) == len(doc["scale"]) == len(FEATURE_NAMES)
-    assert doc["version"] == "session-scorer-v1"
+    assert set(doc["features"]) <= set(FEATURE_NAMES)
+    assert len(doc["weights"]) == len(doc["mean"]) == len(doc["scale"]) == len(doc["features"])
+    assert doc["version"] == "session-scorer-v2"
     assert all(s["licence"] for s in doc["sources"])
-    assert "held_out" in doc["training"]
+    assert "held_out" in doc["training"] and "setting" in doc["training"]
     assert session_scorer.shipped().version == doc["version"]
+
+
+@pytest.mark.parametrize("name", session_scorer.EARLIER_ARTIFACTS)
+def test_earlier_artifacts_still_load_and_score_the_same_features(name: str) -> None:
+    old = session_scorer.load(name)
+    assert old.names == FEATURE_NAMES[: len(old.names)]
+    summary = summarize(ChatRequest(model="m", messages=_session()))
+    x = features(summary, 0.3)
+    # v1 read exactly the first 25 features; extra v2 features change nothing for it
+    z = old.bias + sum(
+        w * (v - m) / s for w, v, m, s in zip(old.weights, x, old.mean, old.scale, strict=False)
+    )
+    assert old.score(x) == pytest.approx(1 / (1 + math.exp(-z)))
 
 
 def test_artifact_with_other_features_is_refused() -> None:
     doc = {"version": "x", "features": ["a"], "mean": [0], "scale": [1], "weights": [1], "bias": 0}
     with pytest.raises(ValueError, match="other features"):
         SessionScorer.from_artifact(doc)
+    short = {"version": "y", "features": ["log_edits"], "mean": [], "scale": [1], "weights": [1]}
+    with pytest.raises(ValueError, match="do not match"):
+        SessionScorer.from_artifact({**short, "bias": 0})
+
+
+def test_an_artifact_scores_only_the_features_it_names() -> None:
+    doc = {
+        "version": "z",
+        "features": ["log_edits", "lexical_delta"],
+        "mean": [0.0, 0.0],
+        "scale": [1.0, 1.0],
+        "weights": [0.0, 2.0],
+        "bias": 0.0,
+    }
+    scorer = SessionScorer.from_artifact(doc)
+    x = tuple(float(i) for i in range(len(FEATURE_NAMES)))
+    lexical = float(FEATURE_NAMES.index("lexical_delta"))
+    assert scorer.score(x) == pytest.approx(1 / (1 + math.exp(-2.0 * lexical)))
+    assert scorer.reasons(x) == {"lexical_delta": round(2.0 * lexical, 3)}
 
 
 def test_features_of_a_growing_session_equal_a_full_pass() -> None:
@@ -89,6 +121,16 @@ def test_behaviour_features_count_what_the_agent_did() -> None:
     assert x["log_longest_failure_streak"] == pytest.approx(math.log1p(1))
     assert x["log_failure_streak"] == 0.0  # the last run passed
     assert x["task_log_lines"] == pytest.approx(math.log1p(3))
+    # v2: the failing command now succeeds (a progress event; "3 passed" without
+    # pytest's ===== summary line is not counted as a runner's pass), the first edit
+    # was the 2nd step
+    assert x["log_passes"] == 0.0
+    assert x["log_progress_events"] == pytest.approx(math.log1p(1))
+    assert x["log_steps_before_first_edit"] == pytest.approx(math.log1p(2))
+    assert x["log_steps_since_edit"] == pytest.approx(math.log1p(2))
+    assert x["log_distinct_actions"] == pytest.approx(math.log1p(4))  # pytest -q x3
+    assert x["repeat_share"] == pytest.approx(1 - 4 / 6)
+    assert 0 < x["recent_failure_rate"] < 0.5
 
 
 def test_task_text_keeps_shapes_not_words() -> None:
@@ -99,17 +141,19 @@ def test_task_text_keeps_shapes_not_words() -> None:
 
 def test_score_is_the_logistic_of_the_standardised_dot_product() -> None:
     n = len(FEATURE_NAMES)
+    last = FEATURE_NAMES.index("lexical_delta")
+    weights = tuple(4.0 if i == last else 0.0 for i in range(n))
     scorer = SessionScorer(
-        "t", FEATURE_NAMES, (1.0,) * n, (2.0,) * n, (0.0,) * (n - 1) + (4.0,), -1.0
+        "t", FEATURE_NAMES, tuple(range(n)), (1.0,) * n, (2.0,) * n, weights, -1.0
     )
-    x = (0.0,) * (n - 1) + (3.0,)
+    x = tuple(3.0 if i == last else 0.0 for i in range(n))
     assert scorer.score(x) == pytest.approx(1 / (1 + math.exp(-(-1.0 + 4.0 * (3.0 - 1.0) / 2.0))))
     assert scorer.reasons(x) == {"lexical_delta": 4.0}
 
 
-def test_learned_scorer_is_selectable_and_lexical_is_the_default() -> None:
-    assert EscalationConfig().scorer == "lexical"
-    assert EscalationConfig.model_validate({"scorer": "learned"}).scorer == "learned"
+def test_learned_scorer_is_the_default_and_lexical_is_selectable() -> None:
+    assert EscalationConfig().scorer == "learned"
+    assert EscalationConfig.model_validate({"scorer": "lexical"}).scorer == "lexical"
     with pytest.raises(ValueError):
         EscalationConfig.model_validate({"scorer": "magic"})
 
@@ -162,7 +206,7 @@ def test_gateway_with_the_learned_scorer_escalates_a_session_that_turns_hard() -
             messages: list[dict[str, object]] = [{"role": "system", "content": "Coding agent."}]
             tiers = []
             for text in [EASY[0], EASY[1], _hard_turn(1), _hard_turn(2), EASY[2]]:
-                messages.append(_user(text))
+                messages.append({**_user(text)})
                 tiers.append(_send(gw, "learned-turns-hard", messages)[1])
     assert tiers[:2] == ["base", "base"]
     assert "strong; reason=difficulty" in tiers[2:4]

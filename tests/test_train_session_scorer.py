@@ -1,20 +1,23 @@
-"""The session-scorer trainer's pieces: the trigger rule it evaluates, the fit, and
-the artifact it writes loading back into the gateway's scorer."""
+"""The session-scorer trainer's pieces: the trigger rule it evaluates, the fit, the
+instance-grouped folds, and the artifact it writes loading back into the gateway's
+scorer."""
 
 from __future__ import annotations
 
 import numpy as np
 from eval.session_scorer_data import extract
-from eval.train_session_scorer import (
+from eval.session_scorer_model import (
     SHIPPED_THRESHOLD,
     fit,
+    instance_folds,
     logits,
     shipped_scale,
+    strike_fired,
     targets,
-    train,
     trigger_peak,
     weights,
 )
+from eval.train_session_scorer import FEATURE_SETS, Setting, artifact, train
 
 from tiergate.replay.generator import generate_corpus
 from tiergate.routing.session_scorer import FEATURE_NAMES, SessionScorer
@@ -38,25 +41,58 @@ def test_fit_separates_a_separable_signal() -> None:
     assert abs(model["weights"][0]) > 5 * max(abs(model["weights"][1]), abs(model["weights"][2]))
 
 
+def _synthetic():  # type: ignore[no-untyped-def]
+    return extract(generate_corpus(7, 40), real=False)
+
+
 def test_trained_threshold_reads_the_shipped_value_and_keeps_easy_sessions_out() -> None:
-    data = extract(generate_corpus(7, 40), real=False)
+    data = _synthetic()
     assert data.x.shape == (len(data.session), len(FEATURE_NAMES))
     y = targets(data)
     assert np.allclose(y, data.needs_strong)
     w = weights(data, y)
     assert np.isclose(w.sum(), len(data.session_id))
-    model, thr = train(data, l2=10.0, easy_rate=0.05)
-    p = shipped_scale(logits(model, data.x), thr)
+    setting = Setting("v2", l2=10.0, easy_rate=0.05, medium=0.5)
+    trained = train(data, setting)
+    p = shipped_scale(logits(trained.model, data.x[:, setting.cols]), trained.threshold)
     peak = trigger_peak(p, data.session, len(data.session_id))
     hard = np.zeros(len(data.session_id), dtype=bool)
     np.logical_or.at(hard, data.session, data.needs_strong)
     assert (peak[~hard] < SHIPPED_THRESHOLD).all()  # no non-hard synthetic session fires
-    scorer = SessionScorer(
-        "t",
-        FEATURE_NAMES,
-        tuple(model["mean"]),
-        tuple(model["scale"]),
-        tuple(model["weights"]),
-        model["bias"] + float(np.log(SHIPPED_THRESHOLD / (1 - SHIPPED_THRESHOLD))) - thr,
-    )
-    assert np.isclose(scorer.score(tuple(data.x[0])), p[0])
+    doc = artifact(trained, data, 1)
+    scorer = SessionScorer.from_artifact(doc)
+    assert scorer.names == FEATURE_SETS["v2"]
+    assert np.isclose(scorer.score(tuple(data.x[0])), p[0], atol=1e-4)
+
+
+def test_a_v1_feature_subset_trains_and_loads() -> None:
+    data = _synthetic()
+    trained = train(data, Setting("v1", l2=10.0, easy_rate=0.05, medium=0.5))
+    scorer = SessionScorer.from_artifact(artifact(trained, data, 1))
+    assert scorer.names == FEATURE_NAMES[:25] and len(scorer.weights) == 25
+
+
+def test_instance_folds_keep_every_run_of_an_instance_together_and_spread_buckets() -> None:
+    data = _synthetic()
+    # pretend pairs of sessions are two agents' runs of one instance
+    data.instance = np.array([f"i{n // 2}" for n in range(len(data.session_id))])
+    data.bucket = np.array(["hard" if n % 10 < 4 else "easy" for n in range(len(data.session_id))])
+    fold = instance_folds(data, 5)
+    for inst in set(data.instance.tolist()):
+        assert len(set(fold[data.instance == inst].tolist())) == 1
+    hard_folds = set(fold[data.bucket == "hard"].tolist())
+    assert len(hard_folds) == 5
+    assert np.array_equal(fold, instance_folds(data, 5))  # stable
+
+
+def test_strike_trigger_needs_two_struck_turns_in_one_session_within_the_window() -> None:
+    data = _synthetic()
+    data.strike = np.zeros(len(data.session), dtype=bool)
+    first = np.flatnonzero(data.session == 0)
+    second = np.flatnonzero(data.session == 1)
+    data.strike[first[:2]] = True  # two struck turns in session 0
+    data.strike[second[0]] = True  # one in session 1 ...
+    data.strike[np.flatnonzero(data.session == 2)[0]] = True  # ... one in session 2
+    fired = strike_fired(data)
+    assert fired[0] and not fired[1] and not fired[2]
+    assert not strike_fired(data, window=0)[0]

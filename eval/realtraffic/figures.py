@@ -3,8 +3,9 @@
     python -m eval.realtraffic.figures --corpus-dir realtraffic
 
 Replays each corpus through the real engine (`tiergate replay`'s own
-pipeline) under the shipped capped `escalation` policy, `escalation-uncapped`
-and `always-frontier-affinity` (the cost baseline), split by agent protocol:
+pipeline) under the shipped capped `escalation` policy (default scorer:
+learned), `escalation-uncapped`, the same two with `scorer: lexical`, and
+`always-frontier-affinity` (the cost baseline), split by agent protocol:
 
 - the synthetic default corpus (tiergate.replay.generator, seeded);
 - the independent synthetic corpus (eval.realtraffic.independent; held out);
@@ -39,17 +40,19 @@ from tiergate.replay.pipeline import Prepared, prepare, run_policies
 POLICIES = (
     "escalation",
     "escalation-uncapped",
-    "escalation-learned",
-    "escalation-learned-uncapped",
+    "escalation-lexical",
+    "escalation-lexical-uncapped",
     "always-frontier-affinity",
 )
 ENGINE_POLICIES = POLICIES[:4]
+#: Policies whose difficulty trigger reads the learned session scorer (the default).
+LEARNED_READERS = frozenset({"escalation", "escalation-uncapped"})
 BASELINE = "always-frontier-affinity"
 PLOTTED = (
-    ("escalation", "#4c72b0", "lexical, capped (shipped)"),
-    ("escalation-uncapped", "#dd8452", "lexical, uncapped"),
-    ("escalation-learned", "#55a868", "learned, capped"),
-    ("escalation-learned-uncapped", "#c44e52", "learned, uncapped"),
+    ("escalation", "#4c72b0", "learned, capped (shipped)"),
+    ("escalation-uncapped", "#dd8452", "learned, uncapped"),
+    ("escalation-lexical", "#55a868", "lexical, capped"),
+    ("escalation-lexical-uncapped", "#c44e52", "lexical, uncapped"),
 )
 REAL_ORDER = ("easy", "medium", "hard")
 #: Report order of buckets that are not SWE-bench's or the default generator's.
@@ -142,6 +145,7 @@ def measure(
             "escalated": p["sessions_escalated"],
             "false_positive_sessions": p["false_positive_sessions"],
             "hard_turn_coverage": p["hard_turn_coverage"],
+            "strong_turn_share": p["strong_turn_share"],
             "first_escalation_turn_median": p["first_escalation_turn_median"],
             "cost_per_1k_sessions": p["cost_per_1k_sessions"],
             "cost_vs_frontier_affinity": round(p["cost_per_1k_sessions"] / baseline, 4)
@@ -208,7 +212,7 @@ def _protocol(r: dict[str, Any]) -> str:
 
 
 def _policy(name: str, r: dict[str, Any]) -> str:
-    learned = "learned" in name
+    learned = name in LEARNED_READERS
     if learned and r.get("learned_scores") == "fold-out":
         return f"`{name}` (fold-out)"
     if learned and r["corpus"].startswith("real"):
@@ -248,16 +252,18 @@ def markdown(results: list[dict[str, Any]], stamp: str, figure: str) -> str:
         "",
         "| corpus | protocol (agents) | policy "
         "| sessions escalated per bucket (escalated/sessions) "
-        "| false-positive sessions | hard-turn coverage | first escalation turn (median) "
+        "| false-positive sessions | hard-turn coverage | strong share of requests "
+        "| first escalation turn (median) "
         "| cost vs always-frontier-affinity | escalations by trigger; turns denied by a cap |",
-        "|---|---|---|---|---:|---:|---|---:|---|",
+        "|---|---|---|---|---:|---:|---:|---|---:|---|",
     ]
     for r in results:
         for name, p in r["policies"].items():
             lines.append(
                 f"| {r['corpus']} | {_protocol(r)} | {_policy(name, r)} | {_buckets(p['buckets'])} "
                 f"| {p['false_positive_sessions']} of {p['sessions'] - p['hard_sessions']} "
-                f"| {_pct(p['hard_turn_coverage'])} | {_first(p['buckets'])} "
+                f"| {_pct(p['hard_turn_coverage'])} | {_pct(p.get('strong_turn_share'))} "
+                f"| {_first(p['buckets'])} "
                 f"| {_pct(p['cost_vs_frontier_affinity'])} | {_triggers(p)} |"
             )
     lines += ["", f"![sessions escalated per bucket]({figure})", "", END]

@@ -202,9 +202,10 @@ class EscalationConfig(_Strict):
     pool: list[str] = Field(default_factory=list)
     rollout_percent: float = Field(100.0, ge=0, le=100)
     delta_t2: float | None = Field(0.55, ge=0, le=1)  # explicit null = thresholds.t2
-    # what the difficulty trigger reads: the lexical delta score of the latest turn,
-    # or the learned session scorer (routing.session_scorer; docs/session-scorer.md)
-    scorer: Literal["lexical", "learned"] = "lexical"
+    # what the difficulty trigger reads: the learned session scorer (routing.session_scorer,
+    # floored at the lexical score; the default because it measured best on data it was
+    # not trained on, docs/session-scorer.md) or the lexical delta score of the latest turn
+    scorer: Literal["lexical", "learned"] = "learned"
     percentile: float | None = Field(None, gt=0, lt=100)
     percentile_warmup: int = Field(200, ge=1)
     max_per_session: int = Field(1, ge=0)

@@ -48,18 +48,20 @@ ENGINE_UNCAPPED = Policy(
 )
 """The engine with every shipped setting except the share caps (router and workspace)."""
 
-LEARNED_POLICIES: dict[str, Policy] = {
+SCORER_POLICIES: dict[str, Policy] = {
     p.name: p
+    for scorer in ("learned", "lexical")
     for p in (
-        Policy("escalation-learned", router=replay_router(scorer="learned")),
+        Policy(f"escalation-{scorer}", router=replay_router(scorer=scorer)),
         Policy(
-            "escalation-learned-uncapped",
-            router=replay_router(share_cap_percent=100, scorer="learned"),
+            f"escalation-{scorer}-uncapped",
+            router=replay_router(share_cap_percent=100, scorer=scorer),
             workspace_cap_percent=None,
         ),
     )
 }
-"""The shipped and uncapped engines with `escalation.scorer: learned` (routing.session_scorer)."""
+"""The shipped and uncapped engines with each `escalation.scorer` named explicitly
+(`escalation` itself reads the default, `learned`; routing.session_scorer)."""
 
 SWEEP_T2 = (0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75)
 SWEEP_PERCENTILES = (70.0, 80.0, 90.0, 95.0)
@@ -141,7 +143,7 @@ def _peak(run: RunResult, session: int) -> float:
 
 def policy_list(names: Sequence[str] | None = None) -> list[Policy]:
     """Policies by name: the five standard ones, the uncapped engine, and sweep names."""
-    known = {**STANDARD_POLICIES, ENGINE_UNCAPPED.name: ENGINE_UNCAPPED, **LEARNED_POLICIES}
+    known = {**STANDARD_POLICIES, ENGINE_UNCAPPED.name: ENGINE_UNCAPPED, **SCORER_POLICIES}
     if not names:
         return [*STANDARD_POLICIES.values(), ENGINE_UNCAPPED]
     missing = [n for n in names if n not in known]

@@ -188,9 +188,9 @@ class _Engine:
 
     def _score(self, f: TurnFacts) -> float:
         """The score the planner would compute (escalation.scorer), or the full one."""
-        if self.router.escalation.scorer == "learned":
-            return f.learned
-        return f.delta if self.score == "delta" else f.full
+        if self.score == "full":  # the length-biased alternative, whatever the scorer
+            return f.full
+        return f.learned if self.router.escalation.scorer == "learned" else f.delta
 
     async def decide(
         self, f: TurnFacts, scope: str, now: float

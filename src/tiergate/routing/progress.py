@@ -54,6 +54,10 @@ DIVERSITY_STRIKE = 4
 #: KB; commands and failure sets are kept as hashes).
 STATE_LIMIT = 64
 _STUCK_KEPT = 8
+#: Distinct action signatures counted (exploration breadth saturates here).
+ACTIONS_COUNTED = 256
+#: Weight of the latest observation in the recent failure rate (an EMA).
+RECENT_WEIGHT = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +107,15 @@ class Progress:
     failure_streak: int = 0  # consecutive failed observations, now
     longest_failure_streak: int = 0
     steps_since_progress: int = 0
+    passes: int = 0  # observations reporting a passing test run
+    progress_events: int = 0  # a failure fixed, a test run passing (`_progressed`)
+    recent_failure: float = 0.0  # EMA of failed observations (RECENT_WEIGHT)
+    first_edit_step: int | None = None  # observations read when the first edit landed
+    last_edit_step: int = 0
+    actions: set[int] = field(default_factory=set)  # hashes of distinct action signatures
+    replies: int = 0  # assistant messages
+    reply_chars: int = 0
+    output_chars: int = 0  # characters of observations (tool results, command output)
 
     def copy(self) -> Progress:
         """An independent copy (the containers are the mutable parts)."""
@@ -116,6 +129,7 @@ class Progress:
             applied=set(self.applied),
             contents=dict(self.contents),
             diverse=set(self.diverse),
+            actions=set(self.actions),
         )
 
     def stuck_since(self, index: int) -> list[Stuck]:
@@ -131,6 +145,8 @@ class Progress:
         )
         if m.role == "assistant":
             self.replied = True
+            self.replies += 1
+            self.reply_chars += len(m.text())
             self.pending_calls = {}
             for call in m.tool_calls:
                 called = call_action(call.name, call.arguments)
@@ -145,6 +161,7 @@ class Progress:
             self.pending_text = None
             self.last_kind = "tool"
             if obs is not None:
+                self.output_chars += len(m.text())
                 self.step(self.pending_calls.pop(m.tool_call_id or "", None), obs, index)
         elif m.role == "user":
             obs = observe(m, follows)
@@ -154,6 +171,7 @@ class Progress:
                     self.turns += 1
                 self.last_kind = "user"
                 return
+            self.output_chars += len(m.text())
             if action is None and obs.command:
                 action = shell_action(obs.command, "bash")
             if action is not None:
@@ -172,6 +190,9 @@ class Progress:
         """Fold one action/observation pair; record any evidence of no progress."""
         self.observations += 1
         self.steps_since_progress += 1
+        self.recent_failure += RECENT_WEIGHT * (float(obs.failed) - self.recent_failure)
+        if action is not None and len(self.actions) < ACTIONS_COUNTED:
+            self.actions.add(hash(action.signature))
         if obs.failed:
             self.failed_observations += 1
             self.failure_streak += 1
@@ -180,6 +201,9 @@ class Progress:
             self.failure_streak = 0
         if action is not None and action.edit and (action.compound or not obs.failed):
             self.edits += 1
+            if self.first_edit_step is None:
+                self.first_edit_step = self.observations
+            self.last_edit_step = self.observations
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:
             self._cycle(1, index)
@@ -193,6 +217,7 @@ class Progress:
                 self.seen.pop(key, None)
             self._progressed()
         if obs.tests_passed:
+            self.passes += 1
             for key in [k for k in self.seen if k.startswith("test:")]:
                 del self.seen[key]
             self._progressed()
@@ -257,6 +282,7 @@ class Progress:
             self._raise(Stuck(index, "edit_revert_cycle", f"{self.cycles} undo/redo"))
 
     def _progressed(self) -> None:
+        self.progress_events += 1
         self.steps_since_progress = 0
         self.diverse.clear()
         self.cycles = 0

@@ -5,21 +5,24 @@ This scorer reads what the agent has *done*, from the session's running
 transcript summary (routing.transcript, which folds each message once through
 routing.progress and routing.observations): model calls, files edited, edit
 churn, failure streaks, steps without progress, stuck evidence, exploration
-breadth, plus shape statistics of the task text (length, lines, indented
+breadth (distinct actions, steps before the first edit), recency (the recent
+failure rate, steps since the last edit), reply and observation length, plus
+shape statistics of the task text (length, lines, indented
 share, character classes, identifier share, type/token ratio), none of which
 is a hand-picked vocabulary, and the latest turn's lexical delta score as one
 more input (so a sudden hard turn still counts).
 
 The model is a logistic regression trained offline (eval/train_session_scorer.py)
-and shipped as a versioned JSON artifact (artifacts/session_scorer_v1.json):
-feature names, standardisation, weights, and a bias placed so that the
+and shipped as a versioned JSON artifact (artifacts/session_scorer_v2.json; v1
+still loads): the names of the features it reads (a subset of FEATURE_NAMES),
+standardisation, weights, and a bias placed so that the
 operating point chosen on the training folds sits at the shipped delta
 threshold (escalation.delta_t2, 0.55). The engine's difficulty trigger and the
 percentile threshold then work unchanged on either score. The score the
 engine reads is the model's, floored at the latest turn's lexical score
 (`session_score`).
 
-Request-time cost is a fixed ~20-term dot product over counters the summary
+Request-time cost is a fixed ~30-term dot product over counters the summary
 already keeps, plus the task-text statistics computed once per session when
 the summary reads its first user message. Pure Python, no I/O after the
 artifact is loaded (once, lazily).
@@ -37,7 +40,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from tiergate.routing.transcript import TranscriptSummary
 
-ARTIFACT = "session_scorer_v1.json"
+ARTIFACT = "session_scorer_v2.json"
+#: Earlier artifacts this code still loads (their features are a subset of FEATURE_NAMES).
+EARLIER_ARTIFACTS = ("session_scorer_v1.json",)
 #: Words of the task text read for the type/token ratio (bounds the per-session cost).
 TASK_TOKEN_LIMIT = 4000
 #: Characters of the task text read for its statistics.
@@ -75,7 +80,19 @@ FEATURE_NAMES: tuple[str, ...] = (
     "task_type_token_ratio",
     # the latest turn's lexical delta score (routing.difficulty), as one input
     "lexical_delta",
+    # v2: progress, recency, exploration breadth, verbosity
+    "log_passes",
+    "log_progress_events",
+    "recent_failure_rate",
+    "log_steps_before_first_edit",
+    "log_steps_since_edit",
+    "log_distinct_actions",
+    "repeat_share",
+    "log_mean_reply_chars",
+    "log_mean_output_chars",
 )
+"""Every feature this code computes, in `features` order; an artifact names the subset
+it was trained on (v1: the first 25)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,15 +169,25 @@ def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, .
         task.identifier_share,
         task.type_token_ratio,
         lexical_delta,
+        math.log1p(p.passes),
+        math.log1p(p.progress_events),
+        p.recent_failure,
+        math.log1p(p.observations if p.first_edit_step is None else p.first_edit_step),
+        math.log1p(p.observations - p.last_edit_step),
+        math.log1p(len(p.actions)),
+        1.0 - len(p.actions) / max(p.tool_calls, 1) if p.tool_calls else 0.0,
+        math.log1p(p.reply_chars / max(p.replies, 1)),
+        math.log1p(p.output_chars / max(p.observations, 1)),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class SessionScorer:
-    """A loaded artifact: standardise, dot product, logistic."""
+    """A loaded artifact: pick its features, standardise, dot product, logistic."""
 
     version: str
     names: tuple[str, ...]
+    index: tuple[int, ...]  # positions of `names` in FEATURE_NAMES
     mean: tuple[float, ...]
     scale: tuple[float, ...]
     weights: tuple[float, ...]
@@ -169,11 +196,18 @@ class SessionScorer:
     @classmethod
     def from_artifact(cls, doc: dict[str, Any]) -> SessionScorer:
         names = tuple(doc["features"])
-        if names != FEATURE_NAMES:
-            raise ValueError(f"artifact {doc.get('version')} has other features than this code")
+        unknown = [n for n in names if n not in FEATURE_NAMES]
+        if unknown or not names:
+            raise ValueError(
+                f"artifact {doc.get('version')} has other features than this code: {unknown}"
+            )
+        sizes = {len(doc[k]) for k in ("mean", "scale", "weights")}
+        if sizes != {len(names)}:
+            raise ValueError(f"artifact {doc.get('version')}: vectors do not match its features")
         return cls(
             version=str(doc["version"]),
             names=names,
+            index=tuple(FEATURE_NAMES.index(n) for n in names),
             mean=tuple(float(x) for x in doc["mean"]),
             scale=tuple(float(x) or 1.0 for x in doc["scale"]),
             weights=tuple(float(x) for x in doc["weights"]),
@@ -181,9 +215,10 @@ class SessionScorer:
         )
 
     def contributions(self, x: tuple[float, ...]) -> list[float]:
+        """Per artifact feature, its share of the logit; `x` is a full `features` vector."""
         return [
-            w * (v - m) / s
-            for w, v, m, s in zip(self.weights, x, self.mean, self.scale, strict=True)
+            w * (x[i] - m) / s
+            for w, i, m, s in zip(self.weights, self.index, self.mean, self.scale, strict=True)
         ]
 
     def score(self, x: tuple[float, ...]) -> float:
@@ -197,10 +232,15 @@ class SessionScorer:
 
 
 @functools.cache
-def shipped() -> SessionScorer:
-    """The scorer of the artifact shipped in the package (read once)."""
-    text = resources.files("tiergate.routing").joinpath("artifacts", ARTIFACT).read_text("utf-8")
+def load(name: str = ARTIFACT) -> SessionScorer:
+    """A scorer artifact shipped in the package, by file name (read once)."""
+    text = resources.files("tiergate.routing").joinpath("artifacts", name).read_text("utf-8")
     return SessionScorer.from_artifact(json.loads(text))
+
+
+def shipped() -> SessionScorer:
+    """The scorer of the current artifact (ARTIFACT)."""
+    return load(ARTIFACT)
 
 
 def session_score(summary: TranscriptSummary, lexical_delta: float) -> float:
