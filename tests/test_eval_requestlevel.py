@@ -204,12 +204,17 @@ def test_mmlu_run_on_generated_data_has_the_report_shape(tmp_path: Path) -> None
     )
     names = [r["name"] for r in results["routers"]]
     assert names == [
-        "learned", "gated_adaptive", "linucb", "linear_fit", "prompt_length", "random"
+        "learned", "gated_adaptive", "linucb", "linear_fit_in_sample",
+        "linear_fit_cross_fitted", "linear_fit_prequential", "prompt_length", "random",
     ]  # fmt: skip
-    for band_router in (results["routers"][0], results["routers"][1], results["routers"][4]):
-        points = band_router["mean_points"]
+    by_name = {r["name"]: r for r in results["routers"]}
+    for name in ("learned", "gated_adaptive", "prompt_length", "linear_fit_cross_fitted"):
+        points = by_name[name]["mean_points"]
         assert points[0]["share"] == 1.0 and points[-1]["share"] == 0.0
-    assert results["routers"][5]["mean_points"][0]["accuracy"] == pytest.approx(data.weak.mean())
+    assert by_name["linear_fit_prequential"]["runs"] == 2  # one per stream order
+    assert by_name["random"]["mean_points"][0]["accuracy"] == pytest.approx(data.weak.mean())
+    shares = results["diagnostics"]["linucb_strong_share_at_default_cost_weight"]
+    assert len(shares) == 2 and all(0.0 <= v <= 1.0 for v in shares)
     markdown = routellm_mmlu.render_markdown(results, figure="f.png")
     assert (
         "| gated_adaptive |" in markdown and "![accuracy vs strong-model calls](f.png)" in markdown
