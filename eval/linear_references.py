@@ -11,8 +11,12 @@ vectors ranks, fitted three ways, from the least honest to the most like-for-lik
   the prompts before it, then its outcome is added. It learns with full
   information (both models' correctness of every past prompt), which the bandit
   never has, so it is the stronger of two online learners on the same features.
+- `greedy_bandit_decisions`: the online reference with the bandit's information: one
+  ridge fit of correctness per model, each learning only from the prompts it served,
+  the model with the higher prediction (minus a margin) chosen greedily, with no
+  prior and no exploration. It shows what the exploration is for.
 
-All three return one score per prompt (higher = the strong model gains more); the
+The first three return one score per prompt (higher = the strong model gains more); the
 harness sweeps a threshold over their deciles, as for every banding router. Pure
 numpy, no I/O.
 """
@@ -67,4 +71,38 @@ def prequential_scores(
         out[i] = float(b @ u)
         a_inv -= np.outer(u, u) / (1.0 + float(xi @ u))
         b += y[i] * xi
+    return out
+
+
+GREEDY_MARGINS: tuple[float, ...] = tuple(round(-0.2 + 0.04 * k, 2) for k in range(21))
+"""The greedy bandit's sweep: serve strong when its predicted correctness exceeds the
+weak model's by more than the margin (-0.2 to 0.6, the role the cost term plays)."""
+
+
+def greedy_bandit_decisions(
+    x: np.ndarray,
+    weak: np.ndarray,
+    strong: np.ndarray,
+    order: np.ndarray,
+    margins: tuple[float, ...] = GREEDY_MARGINS,
+    ridge: float = 1.0,
+) -> np.ndarray:
+    """Decisions (prompts x margins, True = strong) of a greedy two-arm ridge bandit.
+
+    Ties go to the weak model, so with a positive margin and no data it serves weak
+    and, never seeing the strong model's outcomes, can stay there for good.
+    """
+    d = x.shape[1]
+    out = np.zeros((len(weak), len(margins)), dtype=bool)
+    outcome = (weak.astype(np.float64), strong.astype(np.float64))
+    for j, margin in enumerate(margins):
+        a_inv = [np.eye(d) / ridge, np.eye(d) / ridge]
+        b = [np.zeros(d), np.zeros(d)]
+        for i in order:
+            xi = x[i]
+            u = (a_inv[0] @ xi, a_inv[1] @ xi)
+            arm = int(float(b[1] @ u[1]) - float(b[0] @ u[0]) > margin)
+            a_inv[arm] = a_inv[arm] - np.outer(u[arm], u[arm]) / (1.0 + float(xi @ u[arm]))
+            b[arm] = b[arm] + outcome[arm][i] * xi
+            out[i, j] = bool(arm)
     return out

@@ -29,6 +29,7 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "linear_fit_in_sample": (common.OKABE_ITO["grey"], "P", ":"),
     "linear_fit_cross_fitted": (common.OKABE_ITO["yellow"], "X", ":"),
     "linear_fit_prequential": (common.OKABE_ITO["sky_blue"], "*", "-."),
+    "greedy_bandit": (common.OKABE_ITO["green"], "1", ":"),
     "optimal": (common.OKABE_ITO["green"], "x", "-."),
 }
 

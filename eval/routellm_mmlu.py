@@ -31,7 +31,13 @@ from typing import Any
 import numpy as np
 
 from eval import common
-from eval.linear_references import cross_fitted_scores, in_sample_scores, prequential_scores
+from eval.linear_references import (
+    GREEDY_MARGINS,
+    cross_fitted_scores,
+    greedy_bandit_decisions,
+    in_sample_scores,
+    prequential_scores,
+)
 from eval.mmlu_figure import displayed_curves, plot_curves
 from eval.requestlevel_metrics import (
     CurvePoint,
@@ -374,6 +380,8 @@ def run(
              [prequential_scores(x, data.weak, data.strong, o) for o in orders]),
         )
     ]  # fmt: skip
+    greedy_sets = [greedy_bandit_decisions(x, data.weak, data.strong, o) for o in orders]
+    greedy = _summarise("greedy_bandit", "margin", greedy_sets, GREEDY_MARGINS, data, draws)
 
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     oracle_points = [
@@ -397,7 +405,7 @@ def run(
             "cost_mode": cost_mode,
         },
         "routers": [
-            _result_json(r) for r in (learned_router, gated, bandit, *linear, length, rand)
+            _result_json(r) for r in (learned_router, gated, bandit, *linear, greedy, length, rand)
         ],
         "optimal": {
             "apgr": apgr(oracle_points, weak_acc, strong_acc),

@@ -205,7 +205,8 @@ def test_mmlu_run_on_generated_data_has_the_report_shape(tmp_path: Path) -> None
     names = [r["name"] for r in results["routers"]]
     assert names == [
         "learned", "gated_adaptive", "linucb", "linear_fit_in_sample",
-        "linear_fit_cross_fitted", "linear_fit_prequential", "prompt_length", "random",
+        "linear_fit_cross_fitted", "linear_fit_prequential", "greedy_bandit", "prompt_length",
+        "random",
     ]  # fmt: skip
     by_name = {r["name"]: r for r in results["routers"]}
     for name in ("learned", "gated_adaptive", "prompt_length", "linear_fit_cross_fitted"):

@@ -8,10 +8,15 @@ import math
 
 import numpy as np
 import pytest
+from eval.linear_references import (
+    cross_fitted_scores,
+    greedy_bandit_decisions,
+    in_sample_scores,
+    prequential_scores,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from eval.linear_references import cross_fitted_scores, in_sample_scores, prequential_scores
 from servers import gateway_config
 from tiergate.config import parse_config
 from tiergate.core.model import ChatResponse, TextPart, Usage
@@ -211,3 +216,13 @@ def test_cross_fitted_scores_do_not_read_their_own_label() -> None:
     flipped = weak.copy()
     flipped[0] = not flipped[0]
     assert in_sample_scores(x, flipped, strong)[0] != pytest.approx(insample[0])
+
+
+def test_greedy_bandit_without_exploration_can_lock_onto_one_model() -> None:
+    """The information-matched reference: with a positive margin and no prior it serves
+    the weak model first and never learns what the strong one would have done."""
+    x, weak, strong = toy(200, 2)
+    order = np.arange(200)
+    decisions = greedy_bandit_decisions(x, weak, strong, order, margins=(-0.5, 0.1))
+    assert decisions[:, 0].all()  # a negative margin: strong from the first prompt
+    assert not decisions[:, 1].any()  # locked onto the weak model
