@@ -219,8 +219,8 @@ class LinUCBArm:
             warm_start = WARM_START_PRECISION if self.dim == DIM else ridge
         extra = warm_start - ridge
         if extra > 0 and self.dim == DIM:
-            g = self.a_inv[:, _LEARNED]  # A^-1 e, e the learned_score axis
-            u = u - g * (extra * float(g @ x) / (1.0 + extra * float(g[_LEARNED])))
+            g = self.a_inv[:, _LEARNED]  # A^-1 e, e the learned_score axis; g.x = u[e]
+            u = u - g * (extra * float(u[_LEARNED]) / (1.0 + extra * float(g[_LEARNED])))
             b[_LEARNED] += extra * prior[_LEARNED]  # b is a fresh array here
         return float(b @ u) + alpha * math.sqrt(max(float(x @ u), 0.0))
 
