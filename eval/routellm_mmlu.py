@@ -38,7 +38,7 @@ from eval.linear_references import (
     in_sample_scores,
     prequential_scores,
 )
-from eval.mmlu_figure import displayed_curves, plot_curves
+from eval.mmlu_report import plot_curves, render_markdown
 from eval.requestlevel_metrics import (
     CurvePoint,
     apgr,
@@ -48,10 +48,8 @@ from eval.requestlevel_metrics import (
     curve_from_decisions,
     mean_or_none,
     optimal_accuracy,
-    pgr,
     subject_correlation,
     threshold_grid,
-    verdict,
     with_endpoints,
     within_domain_auroc,
 )
@@ -334,9 +332,15 @@ def run(
     draws: int = 500,
     cost_mode: str = "per-token",
     show: bool = True,
+    learned_scores: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Score, route and summarise; returns the JSON-ready results."""
+    """Score, route and summarise; returns the JSON-ready results. `learned_scores`
+    replaces the shipped scorer's scores (and linucb's learned_score feature)."""
     scored = score_prompts(data.prompts, show)
+    if learned_scores is not None:
+        scored.learned = learned_scores
+        for x, value in zip(scored.contexts, learned_scores, strict=True):
+            x[linucb.FEATURE_NAMES.index("learned_score")] = value
     n = len(data)
 
     thresholds = threshold_grid(scored.scores, bins)
@@ -467,81 +471,6 @@ def _result_json(r: RouterResult) -> dict[str, Any]:
 # ---- report ------------------------------------------------------------------------------
 
 
-def _pct(value: float | None) -> str:
-    return "not reached" if value is None else f"{100 * value:.1f}%"
-
-
-def render_markdown(results: dict[str, Any], figure: str | None = None) -> str:
-    """The headline table, the curve table behind the figure, and the diagnostics."""
-    weak, strong = results["weak_accuracy"], results["strong_accuracy"]
-    lines = [
-        f"MMLU ({results['prompts']} prompts after dropping "
-        f"{results['excluded_contaminated']} contaminated): weak {results['weak_model']} "
-        f"{100 * weak:.2f}%, strong {results['strong_model']} {100 * strong:.2f}%.",
-        "",
-    ]
-    rows = []
-    for r in results["routers"]:
-        lo, hi = r["apgr_ci95"]
-        runs = f" (mean of {r['runs']} runs)" if r["runs"] > 1 else ""
-        spread = f"{min(r['apgr_runs']):.3f} to {max(r['apgr_runs']):.3f}" if runs else "-"
-        rows.append(
-            [
-                f"{r['name']}{runs}",
-                f"{r['apgr']:.3f} [{lo:.3f}, {hi:.3f}]",
-                spread,
-                _pct(r["cpt50"]),
-                _pct(r["cpt80"]),
-                "baseline" if r["name"] == "random" else verdict((lo, hi)),
-            ]
-        )
-    opt = results["optimal"]
-    rows.append(
-        ["optimal (oracle, uses labels)", f"{opt['apgr']:.3f}", "-", _pct(opt["cpt50"]),
-         _pct(opt["cpt80"]), "upper bound"]
-    )  # fmt: skip
-    headers = ["Router", "APGR [95% CI]", "APGR runs", "CPT(50%)", "CPT(80%)", "vs random"]
-    lines += [common.markdown_table(headers, rows), ""]
-    if figure:
-        lines += [f"![accuracy vs strong-model calls]({figure})", ""]
-    curve_rows = []
-    for r in results["routers"]:
-        for run, points in displayed_curves(r):
-            what = f"mean of {r['runs']} runs" if r["runs"] > 1 and not run else run or "-"
-            for p in points:
-                curve_rows.append(
-                    [r["name"], what, f"{r['knob']} = {p['param']:.4g}",
-                     f"{100 * p['share']:.1f}", f"{100 * p['accuracy']:.2f}",
-                     f"{pgr(p['accuracy'], weak, strong):.3f}"]
-                )  # fmt: skip
-    headers = ["Router", "Run", "Setting", "Strong calls (%)", "Accuracy (%)", "PGR"]
-    lines += [common.markdown_table(headers, curve_rows), ""]
-    d = results["diagnostics"]
-    q = d["score_quantiles"]
-    t1, t2 = d["default_thresholds"]
-    lines += [
-        f"- Difficulty score: min {q['0']:.3f}, median {q['0.5']:.3f}, p90 {q['0.9']:.3f}, "
-        f"p99 {q['0.99']:.3f}, max {q['1']:.3f}; {100 * d['share_at_default_t2']:.2f}% of "
-        f"prompts reach the default t2 = {t2:.2f}, {100 * d['share_at_default_t1']:.2f}% reach "
-        f"t1 = {t1:.2f}.",
-        f"- Only the strong model is right on {100 * d['strong_only_correct']:.1f}% of prompts "
-        f"(only the weak one on {100 * d['weak_only_correct']:.1f}%). AUROC of the score for "
-        f'those prompts: {d["auroc_strong_only"]:.3f}; for "weak model wrong": '
-        f"{d['auroc_weak_wrong']:.3f} (0.5 = no information). Within one subject the "
-        f"score's AUROC averages {d['auroc_within_domain']:.3f}; across subjects, the mean "
-        f"score and the strong-only rate correlate at {d['subject_correlation']:.2f}.",
-        "- linucb strong share per stream order at the default cost weight "
-        f"{linucb.DEFAULT_COST_WEIGHT}: "
-        + ", ".join(f"{100 * v:.1f}%" for v in d["linucb_strong_share_at_default_cost_weight"])
-        + ".",
-        "- AUROC of each bandit context feature for the strong-only prompts: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in d["feature_auroc"].items())
-        + ".",
-        common.provenance(results["code"]),
-    ]
-    return "\n".join(lines) + "\n"
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.routellm_mmlu",
@@ -567,6 +496,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         "per-call (list price at the mean prompt size, APGR's cost model) or absolute "
         "(the request's USD, the gateway's reward before issue 17)",
     )
+    parser.add_argument(
+        "--learned-oof",
+        action="store_true",
+        help="with --subjects train: out-of-fold learned scores (a development set)",
+    )
     args = parser.parse_args(argv)
 
     data = load_mmlu(args.data)
@@ -579,13 +513,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit is not None and args.limit < len(data):
         pick = np.sort(np.random.default_rng(0).choice(len(data), args.limit, replace=False))
         data = data.subset(pick)
+    oof = None
+    if args.learned_oof:
+        if args.subjects != "train" or args.limit is not None:
+            parser.error("--learned-oof needs --subjects train and no --limit")
+        from eval.train_request_scorer import out_of_fold_scores
+
+        oof = out_of_fold_scores(data, show=not args.quiet)
     results = run(
-        data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
+        data, learned_scores=oof, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
         random_iters=args.random_iters, show=not args.quiet,
         cost_mode=args.linucb_cost,
     )  # fmt: skip
     results["subjects"] = args.subjects
     results["linucb_cost"] = args.linucb_cost
+    results["learned_oof"] = args.learned_oof
     out: Path = args.out
     common.write_json(out / "results.json", results)
     plot_curves(results, out / "mmlu_curve.png")
