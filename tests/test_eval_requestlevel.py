@@ -346,3 +346,27 @@ def test_real_routerarena_smoke(tmp_path: Path) -> None:
         assert row["accuracy"] == pytest.approx(sum(r.score for r in cached) / 809)
         assert row["cost_per_1k"] == pytest.approx(sum(r.cached_cost for r in cached) / 809 * 1000)
     assert len(list((tmp_path / "predictions").glob("tiergate-*.json"))) == len(by_name)
+
+
+def test_out_of_fold_learned_scores_come_from_folds_that_never_saw_the_subject() -> None:
+    """The development set: each training subject scored by the grouped cross-validation
+    fold that held it out, so its score does not move when its own labels change."""
+    from eval.train_request_scorer import out_of_fold_scores
+
+    rng = np.random.default_rng(4)
+    prompts, domains = [], []
+    for s in range(16):  # every fold trains on >= 10 subjects, the feature floor
+        for i in range(25):
+            words = " ".join(rng.choice(["why", "how", "not", "sum", "list", "prove"], 4))
+            prompts.append(f"Q{i} {words}?\nA. x\nB. y\nAnswer:")
+            domains.append(f"subject_{s:02d}")
+    weak = rng.random(len(prompts)) < 0.6
+    strong = rng.random(len(prompts)) < 0.8
+    data = routellm_mmlu.MMLUData(prompts, domains, weak, strong, 0)
+    scores = out_of_fold_scores(data)
+    assert scores.shape == (len(prompts),) and ((scores >= 0) & (scores <= 1)).all()
+    # flip every label of subject_00: its own scores stay put (its fold never saw them)
+    own = np.array([d == "subject_00" for d in domains])
+    flipped = routellm_mmlu.MMLUData(prompts, domains, np.where(own, ~weak, weak), strong, 0)
+    assert len(set(scores[own].tolist())) > 5  # a real fit ranked them
+    np.testing.assert_array_equal(out_of_fold_scores(flipped)[own], scores[own])
