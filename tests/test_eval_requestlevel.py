@@ -370,3 +370,20 @@ def test_out_of_fold_learned_scores_come_from_folds_that_never_saw_the_subject()
     flipped = routellm_mmlu.MMLUData(prompts, domains, np.where(own, ~weak, weak), strong, 0)
     assert len(set(scores[own].tolist())) > 5  # a real fit ranked them
     np.testing.assert_array_equal(out_of_fold_scores(flipped)[own], scores[own])
+
+
+def test_linucb_diagnostics_replays_the_real_strategy() -> None:
+    """With every ingredient on, the diagnostic's replay of linucb's rule makes exactly
+    the decisions of the real strategy code (routellm_mmlu.linucb_prequential)."""
+    from eval.linucb_diagnostics import Variant, decisions
+
+    rng = np.random.default_rng(11)
+    n = 300
+    prompts = [f"Item {i}: {'why ' * (i % 7)}which?\nA. a\nB. b\nAnswer:" for i in range(n)]
+    weak, strong = rng.random(n) < 0.6, rng.random(n) < 0.8
+    scored = routellm_mmlu.score_prompts(prompts, show=False)
+    order = rng.permutation(n)
+    for weight in (0.0, 0.3, 1.0):
+        real = routellm_mmlu.linucb_prequential(scored, weak, strong, order, weight, 0.5)
+        replay = decisions(Variant(True, True, True), scored, weak, strong, order, weight)
+        np.testing.assert_array_equal(replay, real)
