@@ -157,15 +157,6 @@ def bootstrap_apgr(
     return float(lo), float(hi)
 
 
-def linear_fit_scores(x: np.ndarray, weak: np.ndarray, strong: np.ndarray) -> np.ndarray:
-    """Reference for a bandit: least squares of (strong - weak) correctness on its own
-    context vectors (rows of x), fitted on the very prompts it is scored on. It reads
-    the labels, so it bounds what a linear model on those features can rank."""
-    y = strong.astype(np.float64) - weak.astype(np.float64)
-    theta, *_ = np.linalg.lstsq(x, y, rcond=None)
-    return np.asarray(x @ theta)
-
-
 def threshold_grid(scores: np.ndarray, bins: int) -> list[float]:
     """RouteLLM's cut-offs: the `bins`-quantiles of the scores, min and max included.
 

@@ -31,6 +31,14 @@ from typing import Any
 import numpy as np
 
 from eval import common
+from eval.linear_references import (
+    GREEDY_MARGINS,
+    cross_fitted_scores,
+    greedy_bandit_decisions,
+    in_sample_scores,
+    prequential_scores,
+)
+from eval.mmlu_report import plot_curves, render_markdown
 from eval.requestlevel_metrics import (
     CurvePoint,
     apgr,
@@ -38,13 +46,10 @@ from eval.requestlevel_metrics import (
     bootstrap_apgr,
     cpt,
     curve_from_decisions,
-    linear_fit_scores,
     mean_or_none,
     optimal_accuracy,
-    pgr,
     subject_correlation,
     threshold_grid,
-    verdict,
     with_endpoints,
     within_domain_auroc,
 )
@@ -68,15 +73,21 @@ OUTPUT_TOKENS = 1
 """RouteLLM generated these answers with max_new_tokens=1 (mmlu/generate_responses.py)."""
 
 DEFAULT_COST_WEIGHTS: tuple[float, ...] = (
-    *(round(0.1 * i, 1) for i in range(31)),
-    5.0,
-    10.0,
+    0.0,
+    *(float(f"{w:.3g}") for w in np.geomspace(0.01, 10.0, 49)),
 )
-"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3), 0 to 3 in steps of
-0.1, then 5 and 10. The first grid (0, 0.1, 0.2, 0.4, 0.7, 1, 1.5, 2, 3, 5, 10) left
-no point between 0.7 and 1.0, where this pair's share of strong calls falls from
-80 % to a few per cent, so its curves were two clusters joined by a straight line;
-the denser grid is a sweep resolution, the same for every stream order, not a fit."""
+"""linucb sweep: the cost_weight of `linucb.reward` (default 0.3): 0, then 0.01 to 10 in
+equal ratios (16 points a decade). The strong share falls from most calls to a few
+per cent over a narrow band of weights, and where that band sits depends on how cost
+is priced (per call near 1, per token near 0.3), so an equal-ratio grid resolves it
+under every pricing. It is a sweep resolution, fixed in advance and the same for
+every stream order, not a fit."""
+
+COST_MODES = ("per-token", "per-call", "absolute")
+"""How the harness prices linucb's cost term. per-token: the gateway's reward, the
+request's cost per billed token (`linucb.reward(..., tokens=...)`); per-call: the list
+price at the data set's mean prompt size, APGR's own cost model; absolute: the request's
+USD (`linucb.reward` without tokens), the gateway's reward before issue 17."""
 
 
 # ---- data --------------------------------------------------------------------------------
@@ -198,17 +209,18 @@ def linucb_prequential(
     order: np.ndarray,
     cost_weight: float,
     alpha: float,
-    per_call: bool = False,
+    cost_mode: str = "per-token",
 ) -> np.ndarray:
     """One online pass: per prompt, choose with the current arms, score, then update.
 
     Returns the decisions (True = strong) indexed by prompt. The reward is
-    `linucb.reward` (1 if correct, minus cost_weight x the saturating cost penalty);
-    the cost is the candidate's list price for the prompt's tokens plus one output token,
-    or with `per_call` for the data set's mean prompt size: a price per call, the cost
-    model APGR itself uses (every strong call counts the same), so the reward does
-    not penalise long prompts, which are the ones that need the strong model.
+    `linucb.reward` (1 if correct, minus cost_weight x the saturating cost penalty),
+    the cost priced as `cost_mode` says (COST_MODES): by default as the gateway does,
+    the list price of the prompt's tokens plus one output token, divided by those
+    tokens, so the penalty compares the arms and not the prompts' lengths.
     """
+    if cost_mode not in COST_MODES:
+        raise ValueError(f"cost_mode must be one of {COST_MODES}, got {cost_mode!r}")
     cands: list[Candidate] = [WEAK, STRONG]
     router = common.two_model_router("linucb", WEAK.name, STRONG.name, alpha=alpha)
     arms = {c.name: linucb.LinUCBArm.fresh() for c in cands}
@@ -227,9 +239,10 @@ def linucb_prequential(
         is_strong = pick == STRONG.name
         correct = bool(strong[i] if is_strong else weak[i])
         model = STRONG if is_strong else WEAK
-        tokens = mean_tokens if per_call else int(scored.prompt_tokens[i])
+        tokens = mean_tokens if cost_mode == "per-call" else int(scored.prompt_tokens[i])
         cost = model.estimated_cost(tokens, OUTPUT_TOKENS)
-        r = linucb.reward(correct, cost, cost_weight=cost_weight)
+        billed = tokens + OUTPUT_TOKENS if cost_mode == "per-token" else None
+        r = linucb.reward(correct, cost, tokens=billed, cost_weight=cost_weight)
         arms[pick] = linucb.update(arms[pick], x, r)
         chose_strong[i] = is_strong
     return chose_strong
@@ -295,6 +308,19 @@ def _summarise(
     )
 
 
+def _score_sweep(
+    name: str, runs: list[np.ndarray], bins: int, data: MMLUData, draws: int
+) -> RouterResult:
+    """A score's threshold sweep over its own deciles, one curve per run (stream order)."""
+    decision_sets, grids = [], []
+    for values in runs:
+        grid = [float(c) for c in np.quantile(values, np.linspace(0.0, 1.0, bins + 1))]
+        grid[-1] = float(np.nextafter(grid[-1], np.inf))  # the top cut-off: nothing strong
+        decision_sets.append(np.stack([values >= t for t in grid], axis=1))
+        grids.append(grid)
+    return _summarise(name, "threshold", decision_sets, grids[0], data, draws)
+
+
 def run(
     data: MMLUData,
     *,
@@ -304,11 +330,17 @@ def run(
     random_iters: int = 10,
     cost_weights: Sequence[float] = DEFAULT_COST_WEIGHTS,
     draws: int = 500,
-    per_call: bool = False,
+    cost_mode: str = "per-token",
     show: bool = True,
+    learned_scores: np.ndarray | None = None,
 ) -> dict[str, Any]:
-    """Score, route and summarise; returns the JSON-ready results."""
+    """Score, route and summarise; returns the JSON-ready results. `learned_scores`
+    replaces the shipped scorer's scores (and linucb's learned_score feature)."""
     scored = score_prompts(data.prompts, show)
+    if learned_scores is not None:
+        scored.learned = learned_scores
+        for x, value in zip(scored.contexts, learned_scores, strict=True):
+            x[linucb.FEATURE_NAMES.index("learned_score")] = value
     n = len(data)
 
     thresholds = threshold_grid(scored.scores, bins)
@@ -328,7 +360,7 @@ def run(
     for seed, cw in common.progress(runs, "linucb prequential runs", len(runs), show):
         order = np.random.default_rng(seed).permutation(n)
         per_seed[seed].append(
-            linucb_prequential(scored, data.weak, data.strong, order, cw, alpha, per_call)
+            linucb_prequential(scored, data.weak, data.strong, order, cw, alpha, cost_mode)
         )
     bandit = _summarise(
         "linucb", "cost_weight", [np.stack(d, axis=1) for d in per_seed], cost_weights, data, draws
@@ -341,10 +373,19 @@ def run(
         random_sets.append(np.stack([rng.random(n) < p for p in probabilities], axis=1))
     rand = _summarise("random", "p", random_sets, probabilities, data, draws, averaged=True)
 
-    fit = linear_fit_scores(np.stack(scored.contexts), data.weak, data.strong)
-    fit_grid = threshold_grid(fit, bins)
-    fit_decisions = np.stack([fit >= t for t in fit_grid], axis=1)
-    linear = _summarise("linear_fit", "threshold", [fit_decisions], fit_grid, data, draws)
+    x = np.stack(scored.contexts)
+    orders = [np.random.default_rng(seed).permutation(n) for seed in range(seeds)]
+    linear = [
+        _score_sweep(name, runs, bins, data, draws)
+        for name, runs in (
+            ("linear_fit_in_sample", [in_sample_scores(x, data.weak, data.strong)]),
+            ("linear_fit_cross_fitted", [cross_fitted_scores(x, data.weak, data.strong)]),
+            ("linear_fit_prequential",
+             [prequential_scores(x, data.weak, data.strong, o) for o in orders]),
+        )
+    ]  # fmt: skip
+    greedy_sets = [greedy_bandit_decisions(x, data.weak, data.strong, o) for o in orders]
+    greedy = _summarise("greedy_bandit", "margin", greedy_sets, GREEDY_MARGINS, data, draws)
 
     weak_acc, strong_acc = float(data.weak.mean()), float(data.strong.mean())
     oracle_points = [
@@ -360,8 +401,16 @@ def run(
         "strong_model": STRONG_COLUMN,
         "weak_accuracy": weak_acc,
         "strong_accuracy": strong_acc,
-        "settings": {"bins": bins, "seeds": seeds, "alpha": alpha, "random_iters": random_iters},
-        "routers": [_result_json(r) for r in (learned_router, gated, bandit, linear, length, rand)],
+        "settings": {
+            "bins": bins,
+            "seeds": seeds,
+            "alpha": alpha,
+            "random_iters": random_iters,
+            "cost_mode": cost_mode,
+        },
+        "routers": [
+            _result_json(r) for r in (learned_router, gated, bandit, *linear, greedy, length, rand)
+        ],
         "optimal": {
             "apgr": apgr(oracle_points, weak_acc, strong_acc),
             "cpt50": cpt(oracle_points, weak_acc, strong_acc, 0.5),
@@ -369,6 +418,9 @@ def run(
             "points": [_point_json(p) for p in oracle_points],
         },
         "diagnostics": {
+            "linucb_strong_share_at_default_cost_weight": _share_at(
+                bandit, linucb.DEFAULT_COST_WEIGHT
+            ),
             "score_quantiles": {
                 str(q): float(np.quantile(scored.scores, q)) for q in (0, 0.5, 0.9, 0.99, 1)
             },
@@ -388,6 +440,12 @@ def run(
             },
         },
     }
+
+
+def _share_at(r: RouterResult, weight: float) -> list[float]:
+    """Per stream order, the strong share at the sweep point nearest `weight`: no order
+    may lock onto one arm (issue 17)."""
+    return [min(c, key=lambda p: abs(p.param - weight)).share for c in r.curves]
 
 
 def _point_json(p: CurvePoint) -> dict[str, float]:
@@ -413,133 +471,6 @@ def _result_json(r: RouterResult) -> dict[str, Any]:
 # ---- report ------------------------------------------------------------------------------
 
 
-def _pct(value: float | None) -> str:
-    return "not reached" if value is None else f"{100 * value:.1f}%"
-
-
-def displayed_curves(r: dict[str, Any]) -> list[tuple[str, list[dict[str, float]]]]:
-    """What a table or figure shows of a router: its mean curve when its runs are
-    exchangeable (random) or single, otherwise every run's own curve."""
-    if r["averaged"] or r["runs"] == 1:
-        return [("", r["mean_points"])]
-    return [(f"run {i}", pts) for i, pts in enumerate(r["run_points"])]
-
-
-def render_markdown(results: dict[str, Any], figure: str | None = None) -> str:
-    """The headline table, the curve table behind the figure, and the diagnostics."""
-    weak, strong = results["weak_accuracy"], results["strong_accuracy"]
-    lines = [
-        f"MMLU ({results['prompts']} prompts after dropping "
-        f"{results['excluded_contaminated']} contaminated): weak {results['weak_model']} "
-        f"{100 * weak:.2f}%, strong {results['strong_model']} {100 * strong:.2f}%.",
-        "",
-    ]
-    rows = []
-    for r in results["routers"]:
-        lo, hi = r["apgr_ci95"]
-        runs = f" (mean of {r['runs']} runs)" if r["runs"] > 1 else ""
-        spread = f"{min(r['apgr_runs']):.3f} to {max(r['apgr_runs']):.3f}" if runs else "-"
-        rows.append(
-            [
-                f"{r['name']}{runs}",
-                f"{r['apgr']:.3f} [{lo:.3f}, {hi:.3f}]",
-                spread,
-                _pct(r["cpt50"]),
-                _pct(r["cpt80"]),
-                "baseline" if r["name"] == "random" else verdict((lo, hi)),
-            ]
-        )
-    opt = results["optimal"]
-    rows.append(
-        ["optimal (oracle, uses labels)", f"{opt['apgr']:.3f}", "-", _pct(opt["cpt50"]),
-         _pct(opt["cpt80"]), "upper bound"]
-    )  # fmt: skip
-    headers = ["Router", "APGR [95% CI]", "APGR runs", "CPT(50%)", "CPT(80%)", "vs random"]
-    lines += [common.markdown_table(headers, rows), ""]
-    if figure:
-        lines += [f"![accuracy vs strong-model calls]({figure})", ""]
-    curve_rows = []
-    for r in results["routers"]:
-        for run, points in displayed_curves(r):
-            what = f"mean of {r['runs']} runs" if r["runs"] > 1 and not run else run or "-"
-            for p in points:
-                curve_rows.append(
-                    [r["name"], what, f"{r['knob']} = {p['param']:.4g}",
-                     f"{100 * p['share']:.1f}", f"{100 * p['accuracy']:.2f}",
-                     f"{pgr(p['accuracy'], weak, strong):.3f}"]
-                )  # fmt: skip
-    headers = ["Router", "Run", "Setting", "Strong calls (%)", "Accuracy (%)", "PGR"]
-    lines += [common.markdown_table(headers, curve_rows), ""]
-    d = results["diagnostics"]
-    q = d["score_quantiles"]
-    t1, t2 = d["default_thresholds"]
-    lines += [
-        f"- Difficulty score: min {q['0']:.3f}, median {q['0.5']:.3f}, p90 {q['0.9']:.3f}, "
-        f"p99 {q['0.99']:.3f}, max {q['1']:.3f}; {100 * d['share_at_default_t2']:.2f}% of "
-        f"prompts reach the default t2 = {t2:.2f}, {100 * d['share_at_default_t1']:.2f}% reach "
-        f"t1 = {t1:.2f}.",
-        f"- Only the strong model is right on {100 * d['strong_only_correct']:.1f}% of prompts "
-        f"(only the weak one on {100 * d['weak_only_correct']:.1f}%). AUROC of the score for "
-        f'those prompts: {d["auroc_strong_only"]:.3f}; for "weak model wrong": '
-        f"{d['auroc_weak_wrong']:.3f} (0.5 = no information). Within one subject the "
-        f"score's AUROC averages {d['auroc_within_domain']:.3f}; across subjects, the mean "
-        f"score and the strong-only rate correlate at {d['subject_correlation']:.2f}.",
-        "- AUROC of each bandit context feature for the strong-only prompts: "
-        + ", ".join(f"{k} {v:.3f}" for k, v in d["feature_auroc"].items())
-        + ".",
-        common.provenance(results["code"]),
-    ]
-    return "\n".join(lines) + "\n"
-
-
-_STYLE: dict[str, tuple[str, str, str]] = {
-    "gated_adaptive": (common.OKABE_ITO["blue"], "o", "-"),
-    "linucb": (common.OKABE_ITO["vermillion"], "s", "--"),
-    "random": (common.OKABE_ITO["black"], "^", ":"),
-    "learned": (common.OKABE_ITO["orange"], "D", "-"),
-    "prompt_length": (common.OKABE_ITO["purple"], "v", "--"),
-    "linear_fit": (common.OKABE_ITO["grey"], "P", ":"),
-    "optimal": (common.OKABE_ITO["green"], "x", "-."),
-}
-
-
-def plot_curves(results: dict[str, Any], path: Path) -> None:
-    """Accuracy vs strong-call share, RouteLLM's figure, one line per router."""
-    plt = common.pyplot()
-    weak, strong = results["weak_accuracy"], results["strong_accuracy"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.6))
-    series = [(r["name"], r["name"], displayed_curves(r)) for r in results["routers"]]
-    series.append(("optimal", "optimal (oracle)", [("", results["optimal"]["points"])]))
-    for name, label, curves in series:
-        colour, marker, style = _STYLE[name]
-        if len(curves) > 1:
-            label = f"{label} ({len(curves)} stream orders)"
-        for k, (_, points) in enumerate(curves):
-            pts = [CurvePoint(p["share"], p["accuracy"]) for p in points]
-            # the oracle's own sweep already spans 0..100 % (and beats the strong model)
-            line = pts if name == "optimal" else with_endpoints(pts, weak, strong)
-            line = sorted(line, key=lambda p: p.share)
-            ax.plot([100 * p.share for p in line], [100 * p.accuracy for p in line],
-                    color=colour, linestyle=style, linewidth=1.2,
-                    label=label if k == 0 else None)  # fmt: skip
-            ax.scatter([100 * p.share for p in pts], [100 * p.accuracy for p in pts],
-                       color=colour, marker=marker, s=20, zorder=3)  # fmt: skip
-    grey = common.OKABE_ITO["grey"]
-    labels = ((weak, "weak model only (Mixtral-8x7B)", 25, "left"),
-              (strong, "strong model only (GPT-4)", 1, "left"))  # fmt: skip
-    for acc, text, x, align in labels:  # placed where no curve runs
-        ax.axhline(100 * acc, color=grey, linestyle=(0, (4, 2)), linewidth=1)
-        ax.annotate(text, (x, 100 * acc), xytext=(0, 3), textcoords="offset points",
-                    ha=align, fontsize=8, color="#555555")  # fmt: skip
-    ax.set_xlabel("Strong model calls (%)")
-    ax.set_ylabel("MMLU accuracy (%)")
-    ax.set_title(f"Request-level routing on MMLU ({results['prompts']} prompts)")
-    ax.set_xlim(0, 100)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right")
-    common.save_figure(fig, path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.routellm_mmlu",
@@ -559,10 +490,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument(
         "--linucb-cost",
-        choices=("per-call", "per-token"),
-        default="per-call",
-        help="linucb's cost: list price at the mean prompt size (per-call, the cost model "
-        "of APGR) or at each prompt's own size (per-token)",
+        choices=COST_MODES,
+        default="per-token",
+        help="linucb's cost: per-token (the gateway's reward: cost per billed token), "
+        "per-call (list price at the mean prompt size, APGR's cost model) or absolute "
+        "(the request's USD, the gateway's reward before issue 17)",
+    )
+    parser.add_argument(
+        "--learned-oof",
+        action="store_true",
+        help="with --subjects train: out-of-fold learned scores (a development set)",
     )
     args = parser.parse_args(argv)
 
@@ -576,13 +513,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.limit is not None and args.limit < len(data):
         pick = np.sort(np.random.default_rng(0).choice(len(data), args.limit, replace=False))
         data = data.subset(pick)
+    oof = None
+    if args.learned_oof:
+        if args.subjects != "train" or args.limit is not None:
+            parser.error("--learned-oof needs --subjects train and no --limit")
+        from eval.train_request_scorer import out_of_fold_scores
+
+        oof = out_of_fold_scores(data, show=not args.quiet)
     results = run(
-        data, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
+        data, learned_scores=oof, bins=args.bins, seeds=args.seeds, alpha=args.alpha,
         random_iters=args.random_iters, show=not args.quiet,
-        per_call=args.linucb_cost == "per-call",
+        cost_mode=args.linucb_cost,
     )  # fmt: skip
     results["subjects"] = args.subjects
     results["linucb_cost"] = args.linucb_cost
+    results["learned_oof"] = args.learned_oof
     out: Path = args.out
     common.write_json(out / "results.json", results)
     plot_curves(results, out / "mmlu_curve.png")

@@ -55,7 +55,8 @@ def linucb_sweep(
             pick = common.first_choice("linucb", [weak_c, strong_c], ctx)
             r = q.results[pick]
             cost = inference_cost(data.prices[pick], r.input_tokens, r.output_tokens)
-            reward = linucb.reward(True, cost, feedback=r.score, cost_weight=cw)
+            tokens = r.input_tokens + r.output_tokens  # priced per token, as the gateway
+            reward = linucb.reward(True, cost, r.score, tokens=tokens, cost_weight=cw)
             arms[pick] = linucb.update(arms[pick], x, reward)
             acc += r.score
             strong_calls += pick == better

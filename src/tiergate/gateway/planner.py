@@ -386,7 +386,10 @@ class Planner:
             await self._write_pins_and_counters(pins, band_incrs)
         if plan.router is not None and plan.router.strategy == "linucb" and target is not None:
             assert plan.bandit_x is not None
-            reward = linucb.reward(outcome.success, outcome.cost)
+            usage = outcome.response.usage if outcome.response is not None else None
+            tokens = usage.input_tokens + usage.output_tokens if usage is not None else 0
+            # priced per token: the penalty compares arms, not prompt lengths (issue 17)
+            reward = linucb.reward(outcome.success, outcome.cost, tokens=tokens)
             await self.bandits.update(plan.router.name, target.model, plan.bandit_x, reward)
             request_id = plan.extras.get("request_id")
             if outcome.success and request_id:  # client feedback may credit this arm later

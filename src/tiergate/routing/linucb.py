@@ -83,6 +83,13 @@ PRIOR_SLOPE = 0.5
 """Warm start: prior weight on learned_score for the strongest candidate (+) and the
 weakest (-); the reward gap it implies, 1.0 across the score's range, is the most
 the quality term can differ by."""
+WARM_START_PRECISION = 100.0
+"""How firmly the warm start holds: the prior on learned_score's weight counts as this
+many observations (every other weight's prior counts as `ridge`, i.e. one). With a
+prior worth one observation the slope washed out within the first few dozen pulls,
+and each arm's noisy fit of the other twelve weights decided instead; at 100 the
+learned scorer's ranking leads until a few hundred pulls say otherwise. Applied when
+scoring, as a rank-one update of the stored A^-1, so stored arms are unchanged."""
 MIN_PULLS = 2 * DIM
 """Forced exploration: every arm is served this many times before the UCB ranks."""
 EXPLORE_SHARE = 0.05
@@ -189,14 +196,33 @@ class LinUCBArm:
         return np.asarray(self.a_inv @ self.b)
 
     def ucb(
-        self, x: np.ndarray, alpha: float, prior: np.ndarray | None = None, ridge: float = 1.0
+        self,
+        x: np.ndarray,
+        alpha: float,
+        prior: np.ndarray | None = None,
+        ridge: float = 1.0,
+        warm_start: float | None = None,
     ) -> float:
         """Predicted reward plus alpha times its standard-error-like width; with a
-        prior, the ridge fit shrinks towards `prior` instead of 0."""
+        prior, the ridge fit shrinks towards `prior` instead of 0.
+
+        `warm_start` (default WARM_START_PRECISION for a DIM-sized arm with a prior)
+        is the prior precision of the learned_score weight: A gains
+        (warm_start - ridge) on that diagonal entry, applied to the stored A^-1 by
+        Sherman-Morrison, so the arm's fit is the ridge posterior under that prior.
+        """
         u = self.a_inv @ x
-        width = float(x @ u)
-        b = self.b if prior is None else self.b + ridge * prior
-        return float(b @ u) + alpha * math.sqrt(max(width, 0.0))
+        if prior is None:
+            return float(self.b @ u) + alpha * math.sqrt(max(float(x @ u), 0.0))
+        b = self.b + ridge * prior
+        if warm_start is None:
+            warm_start = WARM_START_PRECISION if self.dim == DIM else ridge
+        extra = warm_start - ridge
+        if extra > 0 and self.dim == DIM:
+            g = self.a_inv[:, _LEARNED]  # A^-1 e, e the learned_score axis; g.x = u[e]
+            u = u - g * (extra * float(u[_LEARNED]) / (1.0 + extra * float(g[_LEARNED])))
+            b[_LEARNED] += extra * prior[_LEARNED]  # b is a fresh array here
+        return float(b @ u) + alpha * math.sqrt(max(float(x @ u), 0.0))
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(
@@ -247,6 +273,11 @@ def choose(arms: Mapping[str, LinUCBArm], x: np.ndarray, alpha: float) -> str:
 
 DEFAULT_COST_WEIGHT = 0.3
 DEFAULT_COST_REF_USD = 0.01
+DEFAULT_PRICE_REF_USD_PER_M = 10.0
+"""Reference price for the per-token penalty: a model charging this much per 1M tokens
+(input and output together, as billed) pays half the cost weight. It sits at a
+frontier model's price, so the penalty separates cheap models from frontier ones
+instead of saturating for both."""
 
 
 def reward(
@@ -254,24 +285,39 @@ def reward(
     cost_usd: float,
     feedback: float | None = None,
     *,
+    tokens: int | None = None,
     cost_weight: float = DEFAULT_COST_WEIGHT,
     cost_ref_usd: float = DEFAULT_COST_REF_USD,
+    price_ref_usd_per_m: float = DEFAULT_PRICE_REF_USD_PER_M,
 ) -> float:
     """Reward of one outcome, in [-cost_weight, 1].
 
     quality is 1 for a successful reply and 0 for a failed one; client feedback in
-    [0, 1], when given, replaces that proxy (a verdict beats a 200 OK). The cost
-    penalty cost / (cost + cost_ref) rises smoothly from 0 and saturates towards 1,
-    so a cheap model wins only when it is about as good, and one outlier-priced
-    request cannot swamp the estimate. Late feedback (a feedback endpoint called
-    after the reply was billed) is one more observation for the same context:
-    `reward(True, 0.0, feedback)`, which is just the feedback.
+    [0, 1], when given, replaces that proxy (a verdict beats a 200 OK). Late feedback
+    (a feedback endpoint called after the reply was billed) is one more observation
+    for the same context: `reward(True, 0.0, feedback)`, which is just the feedback.
+
+    The cost penalty saturates towards 1, so a cheap model wins only when it is about
+    as good, and one outlier request cannot swamp the estimate. With `tokens` (the
+    request's billed input + output tokens, what the gateway passes) it prices the
+    request per token: p = cost / tokens per 1M, penalty p / (p + price_ref). That is
+    what the arms differ by. Without `tokens` it is the request's USD,
+    cost / (cost + cost_ref), which grows with the prompt: it then charges the strong
+    arm most on exactly the long asks that need it (issue 17: per-token pricing held
+    linucb at random on MMLU), so the gateway no longer uses it.
     """
     quality = 1.0 if success else 0.0
     if feedback is not None:
         quality = min(max(float(feedback), 0.0), 1.0)
     cost = max(float(cost_usd), 0.0)
-    penalty = cost / (cost + cost_ref_usd) if cost_ref_usd > 0 else float(cost > 0)
+    if tokens is not None:
+        if tokens <= 0 or cost == 0:
+            return quality
+        price = cost / tokens * 1e6
+        ref = price_ref_usd_per_m
+        penalty = price / (price + ref) if ref > 0 else float(price > 0)
+    else:
+        penalty = cost / (cost + cost_ref_usd) if cost_ref_usd > 0 else float(cost > 0)
     return quality - cost_weight * penalty
 
 
