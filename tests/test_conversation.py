@@ -23,6 +23,7 @@ from tiergate.routing.conversation import (
     is_side_request,
     transcript_key,
 )
+from tiergate.routing.session import FINGERPRINT, SessionId
 from tiergate.routing.strikes import Strike
 from tiergate.routing.tier_state import (
     MAX_STREAKS,
@@ -107,6 +108,13 @@ def test_a_side_request_is_toolless_with_a_tiny_budget() -> None:
     assert not is_side_request(req(False, SIDE_MAX_TOKENS + 1))
     assert not is_side_request(req(False, None))  # aider, mini-swe-agent's text mode
     assert not is_side_request(req(True, 1))  # a tool turn is a conversation turn
+    chat = req(False, 512)
+    chat.messages += [Message("assistant", [TextPart("hi")]), Message("user", [TextPart("more")])]
+    assert not is_side_request(chat)  # a small-budget chat is a conversation from turn 2
+    explicit = SessionId("s-1", "header:x-session-id", True)
+    fingerprinted = SessionId("fp:1", FINGERPRINT, False)
+    assert is_side_request(req(False, 1), explicit)
+    assert not is_side_request(req(False, 1), fingerprinted)  # one conversation by construction
 
 
 # ---- the stored state ----------------------------------------------------------------

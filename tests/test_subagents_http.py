@@ -232,6 +232,19 @@ def test_a_sub_agent_failure_loop_escalates_the_task(bench: AgentBench) -> None:
     assert main.tiers == ["base", "strong"] and main.models[-1] == STRONG
 
 
+def test_a_side_request_may_start_the_session_pins(bench: AgentBench) -> None:
+    """Claude Code's quota probe can be a session's first request: the key it was
+    served on becomes the session's, and the main thread stays on it."""
+    s = Session(bench)
+    assert s.side("", "quota", 1) == ("base", 200)
+    main = main_thread()
+    for _ in range(3):
+        s.turn(main)
+    served = keys_served(bench)
+    assert len({k for _, k in served}) == 1, served
+    assert main.warm(), main.cached
+
+
 def test_side_requests_leave_the_main_thread_alone(bench: AgentBench) -> None:
     """Title and quota requests between the main thread's turns: served on the
     session's tier, but the main thread keeps its key, its cache and its evidence

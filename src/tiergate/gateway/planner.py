@@ -9,7 +9,7 @@ carries the writes (`commit`) the pipeline applies after a successful reply.
 Inside a session, the conversation (routing.conversation: main thread,
 sub-agent, side request) keys the in-process transcript summary, the turn ids
 and the escalation evidence; pins, tier, caps and lanes stay the session's.
-Side requests write no pins.
+Side requests may start the session's pins but never move them.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ class RoutePlan:
     extras: dict[str, Any] = field(default_factory=dict)
     committer: Planner | None = None
     conversation: str = ""  # routing.conversation key inside the session ("" = unknown)
-    side_request: bool = False  # no pins written, no evidence recorded
+    side_request: bool = False  # starts no moved pin, records no evidence
 
     async def commit(self, outcome: Outcome) -> None:
         """Apply the plan's deferred writes after the upstream reply."""
@@ -142,7 +142,7 @@ class Planner:
         name = router_name(req.model)
         if name is None:
             plan = await self._plan_concrete(req, session, scope)
-            plan.side_request = is_side_request(req)
+            plan.side_request = is_side_request(req, session)
             return plan
         router = self.routers.get(name)
         if router is None:
@@ -192,7 +192,7 @@ class Planner:
         # score is computed only if the strategy asks for it (StrategyContext).
         # One summary per conversation of the session; a side request is summarised
         # on its own (it is small) and never replaces a conversation's summary.
-        side = is_side_request(req)
+        side = is_side_request(req, session)
         conv = (conversation_key(body) or "") if scope is not None else ""
         summary_key = None if side else transcript_key(scope, conv or None)
         transcript = self.transcripts.summarize(summary_key, req)
@@ -395,8 +395,7 @@ class Planner:
         plan.extras["served_tier"] = served_tier
         pins: list[Write] = []
         if outcome.success and target is not None and plan.scope is not None:
-            # a side request is served on the session's pins but never moves them
-            pins = [] if plan.side_request else self._pin_writes(plan, target, served_tier)
+            pins = self._pin_writes(plan, target, served_tier)
         band_score = plan.extras.get("band_score")
         band_incrs = []
         if plan.router is not None and band_score is not None:
@@ -450,12 +449,18 @@ class Planner:
         pin_router = None
         if plan.router is not None and strategies.pin_applies(plan.router, plan.router.strategy):
             pin_router = plan.router.name
+        channel_pin: ChannelPin | None = ChannelPin(ch.name, target.key_index)
+        if plan.side_request:  # a side request may start the session's pins, never move them
+            if plan.pins.model is not None or served_tier != plan.tier:
+                pin_router = None
+            if plan.pins.channel_for(target.model) is not None:
+                channel_pin = None
         return affinity.plan_pin_writes(
             plan.scope,
             router=pin_router,
             tier=served_tier,
             model=target.model,
-            channel_pin=ChannelPin(ch.name, target.key_index),
+            channel_pin=channel_pin,
             channel_window=window,
             long_pin_eligible=plan.session is not None and plan.session.long_pin_eligible,
             backend_is_redis=self.shared_state,

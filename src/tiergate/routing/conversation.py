@@ -18,10 +18,14 @@ specific to one agent, reads state or keeps prompt text: the key is a short
 hash, only compared inside one session.
 
 A *side request* is a one-off the agent makes beside its conversations: no
-tools offered and a small output budget (`max_tokens` at most
-SIDE_MAX_TOKENS). It is served and counted as traffic like any request, but
-records no evidence, writes no pins and never moves the tier, so it can
-neither reset nor pollute the conversation it was made for.
+tools offered, a small output budget (`max_tokens` at most SIDE_MAX_TOKENS)
+and no assistant turn in its history, under an explicit session id (a
+fingerprinted session is one conversation by construction, so nothing can be
+beside it). It is served and counted as traffic like any request, but records
+no evidence, never moves the tier, and may start the session's pins but never
+move them, so it can neither reset nor pollute the conversation it was made
+for. A chat client's first turn can match too (say `max_tokens: 512`, no
+tools, under an explicit id); it then only loses that turn's evidence.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tiergate.core.model import ChatRequest
-from tiergate.routing.session import conversation_opening
+from tiergate.routing.session import FINGERPRINT, SessionId, conversation_opening
 
 #: Largest output budget of a side request. Claude Code's quota probe asks for 1
 #: token and its title/topic requests for a few hundred; an agent turn asks for
@@ -60,14 +64,23 @@ def conversation_key(body: Mapping[str, Any]) -> str | None:
     return h.hexdigest()
 
 
-def is_side_request(req: ChatRequest) -> bool:
-    """A request beside the agent's conversations: no tools, a tiny output budget.
+def is_side_request(req: ChatRequest, session: SessionId | None = None) -> bool:
+    """A one-off beside the agent's conversations: no tools, a tiny output budget,
+    no assistant turn yet, and (when `session` is given) an explicit session id.
 
-    Both are needed: a text-protocol agent (aider, mini-swe-agent's text mode)
-    offers no tools on any turn but leaves `max_tokens` unset or large, and a
-    tool-offering turn is a conversation turn whatever its budget.
+    Each part is needed: a text-protocol agent (aider, mini-swe-agent's text
+    mode) offers no tools on any turn but leaves `max_tokens` unset or large; a
+    tool-offering turn is a conversation turn whatever its budget; and a chat
+    client with a small budget is a conversation from its second turn on.
     """
-    return not req.tools and req.max_tokens is not None and req.max_tokens <= SIDE_MAX_TOKENS
+    if session is not None and session.source == FINGERPRINT:
+        return False
+    return (
+        not req.tools
+        and req.max_tokens is not None
+        and req.max_tokens <= SIDE_MAX_TOKENS
+        and not any(m.role == "assistant" for m in req.messages)
+    )
 
 
 def transcript_key(scope: str | None, conversation: str | None) -> str | None:

@@ -155,7 +155,9 @@ class TierState:
         try:
             doc = orjson.loads(raw)
             marks = doc.get("k", [])
-            convs = doc.get("kc") or [""] * len(marks)
+            convs = doc.get("kc")
+            if not isinstance(convs, list) or len(convs) != len(marks):
+                convs = [""] * len(marks)  # untagged: counts for every conversation
             streaks = doc.get("ds")
             if streaks is None:  # written before per-conversation streaks
                 legacy = int(doc.get("d", 0))
