@@ -67,6 +67,24 @@ def test_a_claude_code_sub_agent_is_its_own_conversation_in_the_session(tmp_path
     assert bench.calc_fixed() and bench.tests_pass()
 
 
+def test_one_strike_in_the_sub_agent_and_one_in_the_lead_escalate_nothing(
+    tmp_path: Path,
+) -> None:
+    """`delegate-split`: the sub-agent and then the lead each play the loop only up
+    to their first strike. Two strikes in the session, never two in one
+    conversation. With one evidence record per session (the conversation key
+    forced off) the lead escalated by strikes on its 7th request."""
+    bench, _ = run_claude(tmp_path, "delegate-split")
+    report = bench.report
+    assert not report.failed, report.summary()
+    lead, sub = conversations(report.turns)
+    assert (len(lead), len(sub)) == (7, 6), report.summary()
+    assert {t.tier_header for t in report.turns} == {"base"}, report.summary()
+    assert report.keys == {(WEAK, report.turns[0].key_index)}, report.summary()
+    assert warm(lead) and warm(sub), report.summary()
+    assert not bench.tests_pass()
+
+
 def test_a_claude_code_sub_agent_failure_loop_escalates_the_task(tmp_path: Path) -> None:
     bench, _ = run_claude(tmp_path, "delegate-loop")
     report = bench.report

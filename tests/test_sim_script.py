@@ -207,6 +207,11 @@ def test_delegate_script_spawns_a_sub_agent_that_plays_fix(sim: ServerThread) ->
     assert sub == [TEST_COMMAND, FIX_COMMAND, TEST_COMMAND, None]
     assert DELEGATED_MARKER in DELEGATED_TASK
     assert [script_step("delegate", i).command for i in range(3)] == [None, TEST_COMMAND, None]
+    split = [script_step("split", i).command for i in range(7)]
+    assert split[:5] == [script_step("loop", i).command for i in range(5)]
+    assert split[5:] == [None, None]  # gives up after its first strike's worth
+    lead = [script_step("delegate-split", i).command for i in range(8)]
+    assert lead == [None, *split]
 
 
 def _play_sub(sim: ServerThread, tools: list[dict[str, Any]], turns: int) -> list[str | None]:

@@ -13,11 +13,15 @@ whose `add` subtracts, and a unittest that catches it.
   loop  run the tests, make a wrong edit, run them again, ... : the same failing
         command and failing test output on every turn, what strike producers
         (tiergate.routing.strikes) are there to notice; done after LOOP_STEPS
+  split the loop, giving up after SPLIT_STEPS turns (one strike's worth)
   delegate, delegate-loop
         a lead conversation (one offering an agent-spawning tool: Claude Code's
         Agent, opencode's task) hands the work to a sub-agent in its first turn,
         then runs the tests itself and says done; the sub-agent (a conversation
         whose first user message carries DELEGATED_MARKER) plays `fix` or `loop`
+  delegate-split
+        the lead delegates, then plays `split` itself; the sub-agent plays
+        `split`: one strike in each conversation, never two in one
 
 How a step is said depends on what the request offers:
 
@@ -48,10 +52,23 @@ from tiergate.core.tokens import count_tokens
 from tiergate.sim.prompt import SimCall, ToolDef
 from tiergate.sim.responder import Reply, ToolCallOut, synthesize
 
-ScriptName = Literal["fix", "loop", "delegate", "delegate-loop"]
-SCRIPTS: tuple[ScriptName, ...] = ("fix", "loop", "delegate", "delegate-loop")
+ScriptName = Literal["fix", "loop", "split", "delegate", "delegate-loop", "delegate-split"]
+SCRIPTS: tuple[ScriptName, ...] = (
+    "fix",
+    "loop",
+    "split",
+    "delegate",
+    "delegate-loop",
+    "delegate-split",
+)
 #: The sub-agent's script under each delegating script.
-SUB_SCRIPT: dict[str, ScriptName] = {"delegate": "fix", "delegate-loop": "loop"}
+SUB_SCRIPT: dict[str, ScriptName] = {
+    "delegate": "fix",
+    "delegate-loop": "loop",
+    "delegate-split": "split",
+}
+SPLIT_STEPS = 6
+"""Model turns of `split`, the loop cut short: it gives up after its first strike."""
 DELEGATED_MARKER = "[delegated by the lead agent]"
 """Starts the prompt the lead gives its sub-agent: how the simulator tells them apart."""
 DELEGATED_TASK = (
@@ -137,6 +154,8 @@ def script_step(name: ScriptName, turn: int, *, edits_only: bool = False) -> Ste
     (aider): their script is the edits alone; its fix is one wrong edit, then the
     right one (progress, which must never strike).
     """
+    if name == "delegate-split":  # the lead: delegate, then its own short loop
+        return _DELEGATE if turn == 0 else script_step("split", turn - 1)
     if name in SUB_SCRIPT:  # the lead's own turns (a sub-agent plays SUB_SCRIPT)
         return (_DELEGATE, _LEAD_CHECK)[turn] if turn < 2 else _LEAD_DONE
     if edits_only:
@@ -145,7 +164,7 @@ def script_step(name: ScriptName, turn: int, *, edits_only: bool = False) -> Ste
         return _WRONG[turn % 2] if turn < LOOP_STEPS - 1 else _GIVE_UP
     if name == "fix":
         return (_RUN_TESTS, _FIX, _RUN_TESTS)[turn] if turn < 3 else _DONE
-    if turn >= LOOP_STEPS - 1:
+    if turn >= (SPLIT_STEPS if name == "split" else LOOP_STEPS) - 1:
         return _GIVE_UP
     return _RUN_TESTS if turn % 2 == 0 else _WRONG[(turn // 2) % 2]
 
