@@ -313,3 +313,34 @@ async def test_an_untagged_request_still_sees_all_its_session_evidence(conv: str
     await d.turn(strikes=[REQ_STRIKE])  # untagged, as callers that name no conversation
     t = await d.turn(strikes=[REQ_STRIKE], conversation=conv)
     assert t.decision.header == "strong; reason=strikes"
+
+
+def test_interleaved_conversations_each_extend_their_own_transcript_summary(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hot path: a sub-agent's turns between two main-thread turns no longer
+    make the main thread's next turn re-read its whole transcript."""
+    from tiergate.routing import transcript
+
+    reads: list[int] = []
+    original = transcript.TranscriptSummary.add
+
+    def counting(self: transcript.TranscriptSummary, m: Message, index: int) -> None:
+        reads.append(index)
+        original(self, m, index)
+
+    monkeypatch.setattr(transcript.TranscriptSummary, "add", counting)
+
+    def convo(first: str, n: int) -> ChatRequest:
+        msgs = [Message("user", [TextPart(first)])]
+        for i in range(1, n):
+            msgs.append(Message("assistant" if i % 2 else "user", [TextPart(f"{first} {i}")]))
+        return ChatRequest("m", msgs)
+
+    cache = transcript.TranscriptCache()
+    main_key, sub_key = transcript_key("scope", "main"), transcript_key("scope", "sub")
+    cache.summarize(main_key, convo("fix the test", 40))
+    cache.summarize(sub_key, convo("look into calc.py", 10))
+    reads.clear()
+    summary = cache.summarize(main_key, convo("fix the test", 42))
+    assert reads == [40, 41] and summary.count == 42  # only the two new messages
