@@ -79,6 +79,8 @@ class SessionDriver:
         once: bool = False,
         request_id: str | None = None,
         strong_available: bool = True,
+        conversation: str = "",
+        side: bool = False,
     ) -> EscalationInputs:
         if request_id is None:
             self.counter += 1
@@ -95,6 +97,8 @@ class SessionDriver:
             workspace=self.workspace,
             workspace_cap_percent=self.workspace_cap_percent,
             strong_available=strong_available,
+            conversation=conversation,
+            side_request=side,
         )
 
     async def resolve(self, inp: EscalationInputs) -> EscalationDecision:
@@ -116,9 +120,13 @@ class SessionDriver:
         strong_available: bool = True,
         cost: float = 0.01,
         cache_window: float = 300.0,
+        conversation: str = "",
+        side: bool = False,
     ) -> Turn:
         self.now += idle
-        inp = self.inputs(delta, strikes, tier, once, request_id, strong_available)
+        inp = self.inputs(
+            delta, strikes, tier, once, request_id, strong_available, conversation, side
+        )
         decision = await self.resolve(inp)
         outcome = TurnOutcome(
             success=success,

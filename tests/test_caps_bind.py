@@ -79,7 +79,7 @@ CAPPED = ShareCounters(requests=100, strong_requests=50)
 
 
 def test_a_once_request_with_auto_evidence_emits_one_denied_cap_event() -> None:
-    used = TierState(escalations_used=1, difficulty_streak=1)  # session cap reached too
+    used = TierState(escalations_used=1, streaks={"": 1})  # session cap reached too
     d = resolve_escalation(
         _inputs(delta_score=0.9, escalate_header="once"),
         EscalationSnapshot(state=used, router_share=CAPPED),

@@ -326,7 +326,7 @@ def test_share_cap_suppresses_an_already_strong_session() -> None:
 
 def test_share_cap_binds_auto_triggers() -> None:
     router = make_router(share_warmup_requests=20)
-    primed = TierState(difficulty_streak=1)
+    primed = TierState(streaks={"": 1})
     d = resolve_escalation(_inputs(router, delta_score=HIGH), _capped_snapshot(primed))
     assert d.header == "base; reason=denied:share_cap"
 

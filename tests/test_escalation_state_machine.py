@@ -12,7 +12,9 @@ snapshot -> resolve -> commit path on a MemoryStore. After every step:
   transition applies, and the tier ends where that transition put it;
 - served strong only when the share cap allowed it; failed requests change
   nothing; shadow and manual modes never auto-escalate; every header is one
-  of the documented values.
+  of the documented values; a side request never triggers or de-escalates.
+Requests belong to random conversations of the one session, and some are
+side requests (routing.conversation): the invariants are the session's.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ class Req:
     once: bool
     success: bool
     strong_available: bool
+    conv: str = ""
+    side: bool = False
 
 
 requests = st.builds(
@@ -70,6 +74,8 @@ requests = st.builds(
     once=st.sampled_from([False, False, False, True]),
     success=st.sampled_from([True, True, True, False]),
     strong_available=st.sampled_from([True, True, True, False]),
+    conv=st.sampled_from(["", "main", "main", "sub"]),  # conversations inside the session
+    side=st.sampled_from([False, False, False, True]),
 )
 
 
@@ -128,10 +134,14 @@ class EscalationMachine(RuleBasedStateMachine):
             tier_header=req.tier,
             escalate_header="once" if req.once else None,
             strong_available=req.strong_available,
+            conversation=req.conv,
+            side_request=req.side,
         )
         snap = self.run(read_escalation_snapshot(self.store, self.router, SCOPE, None, self.now))
         decision = resolve_escalation(inp, snap)
         self.check_decision(decision, snap.state or TierState())
+        if req.side:  # a side request never triggers or de-escalates
+            assert decision.reason not in ("difficulty", "strikes", "de_escalated")
         return decision
 
     def commit(self, req: Req, decision: EscalationDecision) -> CommitResult:

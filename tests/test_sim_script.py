@@ -16,6 +16,8 @@ import pytest
 from servers import ServerThread
 from tiergate.sim.app import create_sim_app
 from tiergate.sim.script import (
+    DELEGATED_MARKER,
+    DELEGATED_TASK,
     FIX_COMMAND,
     LOOP_STEPS,
     MINI_SWE_DONE,
@@ -165,6 +167,72 @@ def test_fix_script_over_anthropic_tool_use(sim: ServerThread) -> None:
             result = {"type": "tool_result", "tool_use_id": uses[0].id, "content": "ok"}
             messages.append({"role": "user", "content": [result]})
     assert seen == [TEST_COMMAND, FIX_COMMAND, TEST_COMMAND, None]
+
+
+AGENT = {
+    "type": "function",
+    "function": {
+        "name": "Agent",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "description": {"type": "string"},
+                "prompt": {"type": "string"},
+                "subagent_type": {"type": "string"},
+                "run_in_background": {"type": "boolean"},
+            },
+            "required": ["description", "prompt"],
+        },
+    },
+}
+
+
+def test_delegate_script_spawns_a_sub_agent_that_plays_fix(sim: ServerThread) -> None:
+    arm(sim, "delegate")
+    client = _openai(sim)
+    lead = [{"role": "user", "content": "Fix the failing test."}]
+    reply = client.chat.completions.create(
+        model="gpt-5-mini",
+        messages=lead,  # type: ignore[arg-type]
+        tools=[AGENT, BASH],  # type: ignore[list-item]
+    )
+    (call,) = reply.choices[0].message.tool_calls or []
+    assert call.function.name == "Agent"
+    args = orjson.loads(call.function.arguments)
+    assert args["prompt"] == DELEGATED_TASK and args["run_in_background"] is False
+    assert args["subagent_type"] == "general-purpose"
+    # the sub-agent (its first user message carries the marker) plays `fix`, even
+    # though Claude Code offers it the Agent tool too
+    sub = _play_sub(sim, [AGENT, BASH], 4)
+    assert sub == [TEST_COMMAND, FIX_COMMAND, TEST_COMMAND, None]
+    assert DELEGATED_MARKER in DELEGATED_TASK
+    assert [script_step("delegate", i).command for i in range(3)] == [None, TEST_COMMAND, None]
+    split = [script_step("split", i).command for i in range(7)]
+    assert split[:5] == [script_step("loop", i).command for i in range(5)]
+    assert split[5:] == [None, None]  # gives up after its first strike's worth
+    lead = [script_step("delegate-split", i).command for i in range(8)]
+    assert lead == [None, *split]
+
+
+def _play_sub(sim: ServerThread, tools: list[dict[str, Any]], turns: int) -> list[str | None]:
+    client = _openai(sim)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": DELEGATED_TASK}]
+    out = []
+    for _ in range(turns):
+        msg = (
+            client.chat.completions.create(
+                model="gpt-5-mini",
+                messages=messages,  # type: ignore[arg-type]
+                tools=tools,  # type: ignore[arg-type]
+            )
+            .choices[0]
+            .message
+        )
+        out.extend(_commands([msg]))
+        messages.append(msg.model_dump(exclude_none=True))
+        for c in msg.tool_calls or []:
+            messages.append({"role": "tool", "tool_call_id": c.id, "content": "ok"})
+    return out
 
 
 MINI_PROMPT = (

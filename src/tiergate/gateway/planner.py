@@ -5,6 +5,11 @@ tier, narrow the router's candidates to that tier's pool, rank them with the
 router's strategy, and only then apply the session's sticky pins inside that
 candidate set. Deciding reads state but writes nothing; the returned plan
 carries the writes (`commit`) the pipeline applies after a successful reply.
+
+Inside a session, the conversation (routing.conversation: main thread,
+sub-agent, side request) keys the in-process transcript summary, the turn ids
+and the escalation evidence; pins, tier, caps and lanes stay the session's.
+Side requests may start the session's pins but never move them.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
+from tiergate.routing.conversation import conversation_key, is_side_request, transcript_key
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor, Target
 from tiergate.routing.escalation import (
@@ -79,6 +85,8 @@ class RoutePlan:
     bandit_x: np.ndarray | None = None
     extras: dict[str, Any] = field(default_factory=dict)
     committer: Planner | None = None
+    conversation: str = ""  # routing.conversation key inside the session ("" = unknown)
+    side_request: bool = False  # starts no moved pin, records no evidence
 
     async def commit(self, outcome: Outcome) -> None:
         """Apply the plan's deferred writes after the upstream reply."""
@@ -133,14 +141,16 @@ class Planner:
         await self.commits.settle(scope)  # read-your-writes: the previous turn's commit
         name = router_name(req.model)
         if name is None:
-            return await self._plan_concrete(req, session, scope)
+            plan = await self._plan_concrete(req, session, scope)
+            plan.side_request = is_side_request(req, session)
+            return plan
         router = self.routers.get(name)
         if router is None:
             raise GatewayError(404, f"The router '{name}' does not exist", "model_not_found")
         if not router.enabled:
             raise GatewayError(503, f"The router '{name}' is disabled", "router_disabled")
         plan = await self._plan_router(
-            req, headers, workspace, request_id, router, session, scope, lane_turn
+            req, body, headers, workspace, request_id, router, session, scope, lane_turn
         )
         plan.extras["workspace_id"] = workspace.id
         return plan
@@ -165,6 +175,7 @@ class Planner:
     async def _plan_router(
         self,
         req: ChatRequest,
+        body: Mapping[str, Any],
         headers: Mapping[str, str],
         workspace: Workspace,
         request_id: str,
@@ -179,7 +190,12 @@ class Planner:
         # Whole-transcript facts come from the session's running summary (only the
         # messages appended since its last turn are read), and the full-transcript
         # score is computed only if the strategy asks for it (StrategyContext).
-        transcript = self.transcripts.summarize(scope, req)
+        # One summary per conversation of the session; a side request is summarised
+        # on its own (it is small) and never replaces a conversation's summary.
+        side = is_side_request(req, session)
+        conv = (conversation_key(body) or "") if scope is not None else ""
+        summary_key = None if side else transcript_key(scope, conv or None)
+        transcript = self.transcripts.summarize(summary_key, req)
         ctx = strategies.StrategyContext(
             request=req,
             router=router,
@@ -197,6 +213,8 @@ class Planner:
             scope=scope,
             session_hash=scope,
             committer=self,
+            conversation=conv,
+            side_request=side,
         )
         pools = self.tier_pools[router.name]
         esc_on = escalation.escalation_applies(router) and not lane_turn
@@ -217,6 +235,8 @@ class Planner:
                 pools,
                 state.snap,
                 transcript,
+                conv,
+                side,
             )
             plan.decision = decision
             plan.tier = decision.serve_tier
@@ -333,6 +353,8 @@ class Planner:
         pools: TierPools,
         snap: EscalationSnapshot,
         transcript: TranscriptSummary,
+        conv: str = "",
+        side: bool = False,
     ) -> EscalationDecision:
         """The tier for this turn (pure over the snapshot). Unidentified sessions
         (no scope) are served base, get no header, and still count as router
@@ -347,7 +369,7 @@ class Planner:
         inputs = EscalationInputs(
             router=router,
             scope=scope,
-            request_id=turn_key(req),
+            request_id=turn_key(req, conv),
             now=self.clock(),
             delta_score=score,
             request_strikes=request_strikes(req, transcript.progress),  # the summary's fold
@@ -358,6 +380,8 @@ class Planner:
             strong_available=any(c.name in strong for c in candidates),
             base_available=any(c.name in base for c in candidates),
             score_reasons=reasons,
+            conversation=conv,
+            side_request=side,
         )
         return escalation.resolve_escalation(inputs, snap)
 
@@ -428,12 +452,18 @@ class Planner:
         pin_router = None
         if plan.router is not None and strategies.pin_applies(plan.router, plan.router.strategy):
             pin_router = plan.router.name
+        channel_pin: ChannelPin | None = ChannelPin(ch.name, target.key_index)
+        if plan.side_request:  # a side request may start the session's pins, never move them
+            if plan.pins.model is not None or served_tier != plan.tier:
+                pin_router = None
+            if plan.pins.channel_for(target.model) is not None:
+                channel_pin = None
         return affinity.plan_pin_writes(
             plan.scope,
             router=pin_router,
             tier=served_tier,
             model=target.model,
-            channel_pin=ChannelPin(ch.name, target.key_index),
+            channel_pin=channel_pin,
             channel_window=window,
             long_pin_eligible=plan.session is not None and plan.session.long_pin_eligible,
             backend_is_redis=self.shared_state,
@@ -487,13 +517,16 @@ def feedback_key(workspace_id: str, request_id: str) -> str:
     return f"{workspace_id}:{request_id}"
 
 
-def turn_key(req: ChatRequest) -> str:
+def turn_key(req: ChatRequest, conversation: str = "") -> str:
     """A stable id for the conversation turn this request carries.
 
     A client retry of the same turn sends the same history, so it maps to the
     same key and the engine's request-id ring deduplicates its strikes (§4.1).
+    The conversation is part of it: two sub-agents whose turns end the same way
+    at the same depth are two turns, not a retry.
     """
     h = hashlib.blake2b(digest_size=12)
+    h.update(conversation.encode())
     h.update(str(len(req.messages)).encode())
     if req.messages:
         last = req.messages[-1]

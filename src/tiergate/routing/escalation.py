@@ -21,6 +21,12 @@ Trigger classes, by trust (§4.1): A, client headers (`X-OrcaRouter-Tier`,
 threshold on two consecutive evaluated turns); C, strikes (`strike_threshold`
 struck turns inside `strike_decay_seconds`). No fuzzy signal ratchets alone;
 every class obeys the caps (§4.3); de-escalation is asymmetric (§4.4).
+
+Evidence (strikes, the difficulty streak) counts within one conversation of
+the session (`EscalationInputs.conversation`, routing.conversation); the tier
+it ratchets is the session's. A side request is served on the session's tier
+and counted as traffic, but is no evaluated turn: no evidence, no trigger, no
+de-escalation.
 """
 
 from __future__ import annotations
@@ -149,6 +155,10 @@ class EscalationInputs:
     base_available: bool = True
     score_reasons: tuple[tuple[str, float], ...] = ()
     """The learned scorer's top contributions (feature name, logit share), for audit."""
+    conversation: str = ""
+    """The conversation inside the session (routing.conversation); "" = untagged."""
+    side_request: bool = False
+    """A side request (routing.conversation.is_side_request): no evaluated turn."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -338,11 +348,14 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
     state = snap.state or TierState()
     turn = short_turn_id(inp.request_id)
     new_turn = turn not in state.seen_turns
-    live = state.live_strikes(inp.now, esc.strike_decay_seconds)
-    strike_now = bool(inp.request_strikes) and new_turn and all(s.turn != turn for s in live)
+    conv, side = inp.conversation, inp.side_request
+    live = state.live_strikes(inp.now, esc.strike_decay_seconds, conv)
+    strike_now = (
+        bool(inp.request_strikes) and new_turn and not side and all(s.turn != turn for s in live)
+    )
     strike_count = len(live) + strike_now
-    high = None if inp.delta_score is None else inp.delta_score >= threshold
-    streak = state.difficulty_streak
+    high = None if inp.delta_score is None or side else inp.delta_score >= threshold
+    streak = state.streak_of(conv)
     if new_turn and high is not None:
         streak = streak + 1 if high else 0
 
@@ -353,7 +366,13 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
 
     intents: list[Intent] = [
         traffic,
-        RecordTurn(turn, high, inp.request_strikes[0].reason if strike_now else None),
+        RecordTurn(
+            turn,
+            high,
+            inp.request_strikes[0].reason if strike_now else None,
+            conv=conv,
+            evaluated=not side,
+        ),
     ]
     events: list[AuditEvent] = []
     shash = session_hash(inp.scope)
@@ -393,7 +412,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         if state.tier == "strong" or streak or strike_count or state.shadow_trigger:
             audit("reset", "explicit", "base", "base; reason=reset")
     elif state.tier == "strong":
-        if tier_ask is None and not once and _deescalation_due(inp, state, strike_now):
+        if tier_ask is None and not once and not side and _deescalation_due(inp, state, strike_now):
             serve = session_tier = "base"
             reason = trigger = "de_escalated"
             intents.append(Deescalate(state.epoch, state.strong_served_at))
@@ -403,7 +422,8 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
             audit("denied_cap", trigger, "strong", "base; reason=denied:share_cap")
     else:
         wanted = "explicit" if tier_ask == "strong" else None
-        if wanted is None and esc.mode == "auto" and (canary or state.shadow_trigger is None):
+        auto = esc.mode == "auto" and not side
+        if wanted is None and auto and (canary or state.shadow_trigger is None):
             if streak >= DIFFICULTY_STREAK:
                 wanted = "difficulty"
             elif strike_count >= esc.strike_threshold:

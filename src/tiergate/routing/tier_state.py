@@ -13,6 +13,14 @@ a stale concurrent writer lose instead of clobbering a committed escalation.
 
 `apply_intents` is the whole body of the commit transaction, pure so that
 property tests can drive it without a store.
+
+Evidence is kept per conversation (routing.conversation): a strike mark is
+tagged with the conversation that struck, and the difficulty streak is one
+counter per conversation, so a sub-agent's turns neither add to nor reset the
+main thread's evidence. The tier, the epoch, the ratchet count and the cache
+bookkeeping are the session's. Conversation "" is the untagged one (callers
+that name no conversation, and states written before the tags existed); its
+evidence counts for every conversation, so an upgrade keeps what it had.
 """
 
 from __future__ import annotations
@@ -34,6 +42,8 @@ Tier = Literal["base", "strong"]
 SEEN_RING_SIZE = 32
 #: Strike marks kept at most; older ones decay out anyway.
 MAX_STRIKE_MARKS = 16
+#: Conversations whose difficulty streak is kept (most recently evaluated last).
+MAX_STREAKS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +53,10 @@ class StrikeMark:
     turn: str
     at: float
     reason: str
+    conv: str = ""  # the conversation that struck ("" = untagged, counts for all)
+
+    def counts_for(self, conv: str) -> bool:
+        return self.conv == conv or not self.conv
 
 
 @dataclass(slots=True)
@@ -59,7 +73,8 @@ class TierState:
     strong_served_at: float | None = None
     last_seen: float = 0.0
     clean_turns: int = 0
-    difficulty_streak: int = 0
+    #: Consecutive high-difficulty evaluated turns, per conversation (bounded).
+    streaks: dict[str, int] = field(default_factory=dict)
     strikes: list[StrikeMark] = field(default_factory=list)
     seen_turns: list[str] = field(default_factory=list)
     #: The base model the session started on, so de-escalation lands back on it.
@@ -67,11 +82,36 @@ class TierState:
     #: Trigger of a shadow escalation already recorded (suppresses repeats).
     shadow_trigger: str | None = None
 
-    def live_strikes(self, now: float, decay_seconds: float) -> list[StrikeMark]:
-        return [s for s in self.strikes if now - s.at <= decay_seconds]
+    def live_strikes(
+        self, now: float, decay_seconds: float, conv: str | None = None
+    ) -> list[StrikeMark]:
+        """Strikes inside the decay window; only those counting for `conv` if given."""
+        return [
+            s
+            for s in self.strikes
+            if now - s.at <= decay_seconds and (conv is None or s.counts_for(conv))
+        ]
+
+    def streak_of(self, conv: str) -> int:
+        return self.streaks.get(conv, self.streaks.get("", 0))
+
+    @property
+    def difficulty_streak(self) -> int:
+        """The longest streak of any conversation (what reports show)."""
+        return max(self.streaks.values(), default=0)
+
+    def set_streak(self, conv: str, value: int) -> None:
+        """Record `conv`'s streak; the untagged legacy streak is consumed by it."""
+        self.streaks.pop(conv, None)
+        if conv:
+            self.streaks.pop("", None)
+        if value:
+            self.streaks[conv] = value
+            while len(self.streaks) > MAX_STREAKS:
+                del self.streaks[next(iter(self.streaks))]
 
     def clear_evidence(self) -> None:
-        self.difficulty_streak = 0
+        self.streaks = {}
         self.strikes = []
         self.clean_turns = 0
 
@@ -88,10 +128,14 @@ class TierState:
             "u": self.escalations_used,
             "ls": self.last_seen,
             "c": self.clean_turns,
-            "d": self.difficulty_streak,
+            "d": self.difficulty_streak,  # what a pre-conversation reader uses
             "k": [[s.turn, s.at, s.reason] for s in self.strikes],
             "r": self.seen_turns,
         }
+        if any(s.conv for s in self.strikes):  # beside "k", so older readers still parse it
+            doc["kc"] = [s.conv for s in self.strikes]
+        if self.streaks:
+            doc["ds"] = self.streaks
         optional = {
             "g": self.trigger,
             "ea": self.escalated_at,
@@ -110,6 +154,14 @@ class TierState:
             return None
         try:
             doc = orjson.loads(raw)
+            marks = doc.get("k", [])
+            convs = doc.get("kc")
+            if not isinstance(convs, list) or len(convs) != len(marks):
+                convs = [""] * len(marks)  # untagged: counts for every conversation
+            streaks = doc.get("ds")
+            if streaks is None:  # written before per-conversation streaks
+                legacy = int(doc.get("d", 0))
+                streaks = {"": legacy} if legacy else {}
             return cls(
                 tier="strong" if doc.get("t") == "strong" else "base",
                 epoch=int(doc.get("e", 0)),
@@ -120,8 +172,11 @@ class TierState:
                 strong_served_at=doc.get("sa"),
                 last_seen=float(doc.get("ls", 0.0)),
                 clean_turns=int(doc.get("c", 0)),
-                difficulty_streak=int(doc.get("d", 0)),
-                strikes=[StrikeMark(str(t), float(a), str(r)) for t, a, r in doc.get("k", [])],
+                streaks={str(c): int(n) for c, n in streaks.items()},
+                strikes=[
+                    StrikeMark(str(t), float(a), str(r), str(c))
+                    for (t, a, r), c in zip(marks, convs, strict=True)
+                ],
                 seen_turns=[str(t) for t in doc.get("r", [])],
                 base_model=doc.get("b"),
                 shadow_trigger=doc.get("sh"),
@@ -164,6 +219,9 @@ class RecordTurn:
     turn: str
     high: bool | None
     request_strike: str | None = None
+    conv: str = ""
+    #: False for a side request: remembered for dedup, but no strike, streak or clean turn.
+    evaluated: bool = True
     kind: Literal["record_turn"] = "record_turn"
 
 
@@ -255,6 +313,7 @@ def apply_intents(
         src,
         strikes=src.live_strikes(now, esc.strike_decay_seconds),
         seen_turns=list(src.seen_turns),
+        streaks=dict(src.streaks),
     )
     report = ApplyReport()
     for intent in intents:
@@ -264,6 +323,8 @@ def apply_intents(
         if isinstance(intent, TRANSITIONS):
             _transition(st, intent, esc, now, report)
     st.last_seen = now
+    if any(isinstance(i, RecordTurn) and not i.evaluated for i in intents):
+        return st, report  # a side request warms no conversation's cache, starts no pin
     if outcome.served_tier == "strong":
         st.strong_served_at = now
         if st.tier == "strong" and st.cache_window_seconds is None:
@@ -280,14 +341,17 @@ def _record_turn(
         report.duplicate_turn = True
         return
     st.remember_turn(intent.turn)
+    if not intent.evaluated:
+        report.applied.append("record_turn")
+        return
     reason = intent.request_strike or next((s.reason for s in outcome.response_strikes), None)
     if reason is not None:
-        st.strikes.append(StrikeMark(intent.turn, now, reason))
+        st.strikes.append(StrikeMark(intent.turn, now, reason, intent.conv))
         del st.strikes[:-MAX_STRIKE_MARKS]
     elif st.tier == "strong":
         st.clean_turns += 1
     if intent.high is not None:
-        st.difficulty_streak = st.difficulty_streak + 1 if intent.high else 0
+        st.set_streak(intent.conv, st.streak_of(intent.conv) + 1 if intent.high else 0)
     report.applied.append("record_turn")
 
 

@@ -13,6 +13,15 @@ whose `add` subtracts, and a unittest that catches it.
   loop  run the tests, make a wrong edit, run them again, ... : the same failing
         command and failing test output on every turn, what strike producers
         (tiergate.routing.strikes) are there to notice; done after LOOP_STEPS
+  split the loop, giving up after SPLIT_STEPS turns (one strike's worth)
+  delegate, delegate-loop
+        a lead conversation (one offering an agent-spawning tool: Claude Code's
+        Agent, opencode's task) hands the work to a sub-agent in its first turn,
+        then runs the tests itself and says done; the sub-agent (a conversation
+        whose first user message carries DELEGATED_MARKER) plays `fix` or `loop`
+  delegate-split
+        the lead delegates, then plays `split` itself; the sub-agent plays
+        `split`: one strike in each conversation, never two in one
 
 How a step is said depends on what the request offers:
 
@@ -43,8 +52,29 @@ from tiergate.core.tokens import count_tokens
 from tiergate.sim.prompt import SimCall, ToolDef
 from tiergate.sim.responder import Reply, ToolCallOut, synthesize
 
-ScriptName = Literal["fix", "loop"]
-SCRIPTS: tuple[ScriptName, ...] = ("fix", "loop")
+ScriptName = Literal["fix", "loop", "split", "delegate", "delegate-loop", "delegate-split"]
+SCRIPTS: tuple[ScriptName, ...] = (
+    "fix",
+    "loop",
+    "split",
+    "delegate",
+    "delegate-loop",
+    "delegate-split",
+)
+#: The sub-agent's script under each delegating script.
+SUB_SCRIPT: dict[str, ScriptName] = {
+    "delegate": "fix",
+    "delegate-loop": "loop",
+    "delegate-split": "split",
+}
+SPLIT_STEPS = 6
+"""Model turns of `split`, the loop cut short: it gives up after its first strike."""
+DELEGATED_MARKER = "[delegated by the lead agent]"
+"""Starts the prompt the lead gives its sub-agent: how the simulator tells them apart."""
+DELEGATED_TASK = (
+    f"{DELEGATED_MARKER} test_calc.py fails. Run it, fix calc.py, run it again, report."
+)
+_AGENT_TOOL_NAMES = ("agent", "task")
 
 TEST_COMMAND = "python3 -B -m unittest -v test_calc"
 """-B: an edit in the same second to a same-size file would otherwise be masked by a
@@ -101,8 +131,12 @@ _FIX_AFTER_WRONG = Step(
     ("return -(b - a)", "return a + b"),
 )
 _DONE = Step(None, "The tests pass now: add returns the sum. Done.")
+_DELEGATE = Step(None, "Hand the fix to a sub-agent.")
+_LEAD_CHECK = Step(TEST_COMMAND, "Check the sub-agent's work: run the tests.")
+_LEAD_DONE = Step(None, "The sub-agent's work is checked. Done.")
 _GIVE_UP = Step(None, "The test still fails and I am out of ideas. Stopping.")
-_STEPS = (_RUN_TESTS, _FIX, *_WRONG, _FIX_AFTER_WRONG, _DONE, _GIVE_UP)
+_STEPS: tuple[Step, ...] = (_RUN_TESTS, _FIX, *_WRONG, _FIX_AFTER_WRONG, _DONE, _GIVE_UP)
+_STEPS += (_DELEGATE, _LEAD_CHECK, _LEAD_DONE)
 _SCRIPTED = re.compile(
     "|".join(
         re.escape(text)
@@ -120,13 +154,17 @@ def script_step(name: ScriptName, turn: int, *, edits_only: bool = False) -> Ste
     (aider): their script is the edits alone; its fix is one wrong edit, then the
     right one (progress, which must never strike).
     """
+    if name == "delegate-split":  # the lead: delegate, then its own short loop
+        return _DELEGATE if turn == 0 else script_step("split", turn - 1)
+    if name in SUB_SCRIPT:  # the lead's own turns (a sub-agent plays SUB_SCRIPT)
+        return (_DELEGATE, _LEAD_CHECK)[turn] if turn < 2 else _LEAD_DONE
     if edits_only:
         if name == "fix":
             return (_WRONG[0], _FIX_AFTER_WRONG)[turn] if turn < 2 else _DONE
         return _WRONG[turn % 2] if turn < LOOP_STEPS - 1 else _GIVE_UP
     if name == "fix":
         return (_RUN_TESTS, _FIX, _RUN_TESTS)[turn] if turn < 3 else _DONE
-    if turn >= LOOP_STEPS - 1:
+    if turn >= (SPLIT_STEPS if name == "split" else LOOP_STEPS) - 1:
         return _GIVE_UP
     return _RUN_TESTS if turn % 2 == 0 else _WRONG[(turn // 2) % 2]
 
@@ -169,6 +207,36 @@ def shell_tool(tools: list[ToolDef]) -> ToolDef | None:
     return next((t for t in tools if any(n in t.name.lower() for n in _SHELL_NAMES)), None)
 
 
+def agent_tool(tools: list[ToolDef]) -> ToolDef | None:
+    """The agent-spawning tool (Claude Code's Agent, opencode's task), if offered."""
+    return next((t for t in tools if t.name.lower() in _AGENT_TOOL_NAMES), None)
+
+
+def first_user_text(call: SimCall) -> str:
+    """The text of the conversation's first user message."""
+    out: list[str] = []
+    inside = False
+    for block in call.blocks:
+        if block.marker:
+            if inside:
+                break
+            inside = block.text == "<|user|>\n"
+            continue
+        if inside:
+            out.append(block.text)
+    return "".join(out)
+
+
+def script_for(call: SimCall, name: ScriptName) -> ScriptName:
+    """Which script this conversation plays: under a delegating script, a
+    sub-agent plays its SUB_SCRIPT, the lead the delegating one."""
+    if name not in SUB_SCRIPT:
+        return name
+    if DELEGATED_MARKER in first_user_text(call) or agent_tool(call.tools) is None:
+        return SUB_SCRIPT[name]
+    return name
+
+
 def dialect(call: SimCall, prompt: str) -> Dialect | None:
     """How this request wants its step said; `prompt` is its text, markers left out."""
     if call.tools:
@@ -190,11 +258,18 @@ def scripted_reply(call: SimCall, name: ScriptName, digest: bytes) -> Reply | No
     if kind is None or call.last_turn == "assistant":
         return None
     seed = int.from_bytes(digest[:8], "big")
+    name = script_for(call, name)
     step = script_step(name, model_turns(call), edits_only=kind == "aider")
     # mini-swe-agent ends only when a command prints its sentinel, tools or not
     command = step.command or (MINI_SWE_DONE if MINI_SWE_SENTINEL in prompt else None)
     reply = Reply(seed=seed, text=step.say)
-    if kind == "tools" and command is not None:
+    spawner = agent_tool(call.tools) if step is _DELEGATE else None
+    if spawner is not None:
+        arguments = delegate_arguments(spawner)
+        reply.tool_calls = [ToolCallOut(f"{seed:016x}0000", spawner.name, arguments, None)]
+        reply.tool_calls[0].input = orjson.loads(arguments)
+        reply.finish = "tool_calls"
+    elif kind == "tools" and command is not None:
         tool = shell_tool(call.tools)
         assert tool is not None
         arguments = shell_arguments(tool, command, random.Random(seed))
@@ -232,6 +307,18 @@ def shell_arguments(tool: ToolDef, command: str, rng: random.Random) -> str:
     return orjson.dumps(args).decode()
 
 
+def delegate_arguments(tool: ToolDef) -> str:
+    """JSON arguments that start a sub-agent on DELEGATED_TASK and wait for it
+    (Claude Code's Agent runs in the background unless told not to)."""
+    props: dict[str, Any] = tool.schema.get("properties") or {}
+    args: dict[str, Any] = {"description": "Fix the failing test", "prompt": DELEGATED_TASK}
+    if "subagent_type" in props:
+        args["subagent_type"] = "general-purpose"
+    if "run_in_background" in props:
+        args["run_in_background"] = False
+    return orjson.dumps({k: v for k, v in args.items() if k in props or not props}).decode()
+
+
 def _aider_edit(step: Step) -> str:
     assert step.edit is not None
     search, replace = step.edit
@@ -241,7 +328,7 @@ def _aider_edit(step: Step) -> str:
     )
 
 
-_SCRIPT_NAME = re.compile(r"^[a-z]+$")
+_SCRIPT_NAME = re.compile(r"^[a-z-]+$")
 
 
 def parse_script_name(raw: object) -> ScriptName | None:
