@@ -35,6 +35,7 @@ from tiergate.formats.errors import FormatError
 from tiergate.formats.openai import parse_request
 from tiergate.gateway.planner import turn_key
 from tiergate.replay.corpus import DEFAULT_IDLE_SECONDS, archetype_of
+from tiergate.routing.conversation import conversation_key, is_side_request
 from tiergate.routing.difficulty import delta_score, full_score
 from tiergate.routing.session import resolve_session_id, session_scope
 from tiergate.routing.session_scorer import session_score
@@ -80,6 +81,10 @@ class TurnFacts:
     prefix_tokens: int
     learned: float = 0.0
     """The learned session scorer's score (routing.session_scorer) from the running summary."""
+    conversation: str = ""
+    """The conversation inside the session (routing.conversation), as the planner keys it."""
+    side_request: bool = False
+    """A one-off beside the conversations (routing.conversation.is_side_request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,10 +195,11 @@ def session_facts(
             raise FormatError(
                 f"session {session_id} turn {i + 1}: {err.message}", err.param
             ) from None
+        sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
+        assert sid is not None  # the header always resolves
         if not scope:
-            sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
-            assert sid is not None  # the header always resolves
             scope = session_scope(workspace_id, sid)
+        conv = conversation_key(body) or ""  # evidence is per conversation, as in the planner
         summary = summarize(req, summary)  # as the planner's TranscriptCache
         lexical = delta_score(req)
         fixed = counter.fixed(req)
@@ -214,7 +220,7 @@ def session_facts(
                 at=at,
                 needs_strong=bool(turn.get("needs_strong", False)),
                 status=status,
-                request_id=turn_key(req),
+                request_id=turn_key(req, conv),
                 delta=lexical,
                 full=full_score(req),
                 request_strikes=tuple(request_strikes(req)),
@@ -224,6 +230,8 @@ def session_facts(
                 prompt_tokens=prompt,
                 prefix_tokens=prefix,
                 learned=session_score(summary, lexical),
+                conversation=conv,
+                side_request=is_side_request(req, sid),
             )
         )
         if ok:

@@ -209,6 +209,8 @@ class _Engine:
             workspace=WORKSPACE_ID,
             workspace_cap_percent=self.workspace_cap,
             strong_available=True,
+            conversation=f.conversation,
+            side_request=f.side_request,
         )
         snap = await read_escalation_snapshot(self.store, self.router, scope, WORKSPACE_ID, now)
         return resolve_escalation(inputs, snap), snap
