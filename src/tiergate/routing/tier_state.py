@@ -18,8 +18,9 @@ property tests can drive it without a store.
 from __future__ import annotations
 
 import hashlib
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -128,6 +129,10 @@ class TierState:
             )
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
             return None
+
+
+_every_field = operator.attrgetter(*(f.name for f in fields(TierState)))
+"""Every field of a TierState, in __init__ order (apply_intents copies one per commit)."""
 
 
 def session_hash(scope: str) -> str:
@@ -251,11 +256,9 @@ def apply_intents(
     wanted to go, and is dropped as stale otherwise.
     """
     src = current or TierState()
-    st = replace(
-        src,
-        strikes=src.live_strikes(now, esc.strike_decay_seconds),
-        seen_turns=list(src.seen_turns),
-    )
+    st = TierState(*_every_field(src))  # a copy; cheaper than dataclasses.replace
+    st.strikes = src.live_strikes(now, esc.strike_decay_seconds)
+    st.seen_turns = list(src.seen_turns)
     report = ApplyReport()
     for intent in intents:
         if isinstance(intent, RecordTurn):
