@@ -128,6 +128,10 @@ class MemoryStore:
 
     async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
         """Like INCRBYFLOAT (+ PEXPIRE when ttl is given; ttl None keeps the current expiry)."""
+        return self._incr(key, amount, ttl)
+
+    def _incr(self, key: str, amount: float, ttl: float | None) -> float:
+        """`incr` without a coroutine per call (apply_batch runs several per request)."""
         if ttl is not None and ttl <= 0:
             raise ValueError("incr ttl must be positive or None")
         now = self._clock()
@@ -174,7 +178,7 @@ class MemoryStore:
         for w in writes:
             self._put(w.key, w.value, w.ttl, now)
         for inc in incrs:
-            await self.incr(inc.key, inc.amount, inc.ttl)
+            self._incr(inc.key, inc.amount, inc.ttl)
         return True
 
     async def ping(self) -> bool:
