@@ -17,6 +17,7 @@ property tests can drive it without a store.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import operator
 from collections.abc import Sequence
@@ -135,8 +136,10 @@ _every_field = operator.attrgetter(*(f.name for f in fields(TierState)))
 """Every field of a TierState, in __init__ order (apply_intents copies one per commit)."""
 
 
+@functools.lru_cache(maxsize=4096)
 def session_hash(scope: str) -> str:
-    """The session's identity in keys and audit rows: never the raw session id."""
+    """The session's identity in keys and audit rows: never the raw session id.
+    (Memoised: a request's read, decision and commit each name the same session.)"""
     return hashlib.blake2b(scope.encode(), digest_size=12).hexdigest()
 
 
