@@ -27,6 +27,7 @@ import argparse
 import asyncio
 import cProfile
 import json
+import logging
 import os
 import pstats
 import signal
@@ -183,6 +184,10 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     raw = common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix)
     cfg = parse_config(raw, env={})
     setup_logging(args.log_level)
+    # the access log is formatted and written as when served, to a file, not here
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
     app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
     life, inbox = await _lifespan(app)
     drv = Driver(app, common.MODELS[args.variant], args.variant == "agent")
@@ -247,9 +252,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--sim-url", default=None, help="a running simulator (else one is started)")
     args = p.parse_args(argv)
-    # the access log goes where the served gateway's goes: a file, not this terminal
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 2)
     sim = None
     sim_url = args.sim_url
     if sim_url is None:
