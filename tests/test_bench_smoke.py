@@ -118,6 +118,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_scale.py",
         "bench_memory.py",
         "profile_gateway.py",
+        "profile_request.py",
         "bench_stack.py",
         "report.py",
         "bench_affinity.py",
@@ -131,6 +132,26 @@ def test_every_benchmark_has_help(script: str) -> None:
         [sys.executable, str(BENCH / script), "--help"], capture_output=True, timeout=30
     )
     assert proc.returncode == 0 and b"--" in proc.stdout
+
+
+@pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
+def test_request_profile_runs_the_agent_pipeline_in_process(mode: str) -> None:
+    """bench/profile_request.py: every request through the ASGI app is answered 200."""
+    args = ["--mode", mode, "--requests", "20", "--warmup", "5", "--repeat", "1"]
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "profile_request.py"), *args],
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout.decode()[-2000:]
+    out = proc.stdout.decode()
+    if mode == "sample":
+        assert "samples" in out and "inclusive %" in out
+    else:
+        data = json.loads(out.strip().splitlines()[-1])
+        assert set(data["statuses"]) == {"200"}
+        assert mode != "cpu" or data["cpu_us_per_req"][0] > 0
 
 
 def test_affinity_bench_prints_hit_rate_and_cost_with_and_without() -> None:

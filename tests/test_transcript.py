@@ -186,3 +186,60 @@ def test_a_deep_turn_reads_only_the_new_messages(monkeypatch: pytest.MonkeyPatch
     req = request(history)
     assert_equal_to_full_pass(cache.summarize("s", req), req)
     assert read == history[-2:]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    st.lists(messages(), min_size=2, max_size=20),
+    st.lists(messages(), min_size=1, max_size=6),
+    st.lists(messages(), min_size=0, max_size=3),
+)
+def test_a_replaced_latest_message_matches_a_full_pass(
+    history: list[Message], latest: list[Message], appended: list[Message]
+) -> None:
+    """A session that sends its history again with a different last message (the
+    benchmark's turns, a regenerated ask) resumes from `before_last`; every request
+    still equals a full pass, and so do appends after it."""
+    cache = TranscriptCache()
+    for m in latest:
+        req = request([*history, m])
+        assert_equal_to_full_pass(cache.summarize("s", req), req)
+    req = request([*history, latest[-1], *appended])
+    assert_equal_to_full_pass(cache.summarize("s", req), req)
+
+
+def test_a_replaced_latest_message_reads_one_message(monkeypatch: pytest.MonkeyPatch) -> None:
+    history = [Message("user", [TextPart("The pool drops jobs. Find out why.")])]
+    for i in range(50):
+        call = ToolCall(f"c{i}", "run_command", f'{{"cmd": "go test ./pkg/{i}"}}')
+        history += [
+            Message("assistant", tool_calls=[call]),
+            Message("tool", [TextPart(f"ok pkg/{i} 0.01s\n" * 8)], tool_call_id=f"c{i}"),
+        ]
+    cache = TranscriptCache()
+
+    def turn(n: int) -> ChatRequest:
+        return request([*history, Message("tool", [TextPart(f"run {n}")], tool_call_id="c49")])
+
+    cache.summarize("s", turn(0))
+    cache.summarize("s", turn(1))  # the first replacement: summarised from scratch
+    read: list[Message] = []
+    original = TranscriptSummary.add
+
+    def counted(self: TranscriptSummary, m: Message, i: int) -> None:
+        read.append(m)
+        original(self, m, i)
+
+    monkeypatch.setattr(TranscriptSummary, "add", counted)
+    req = turn(2)
+    assert_equal_to_full_pass(cache.summarize("s", req), req)
+    assert read == req.messages[-1:]
+
+
+def test_append_only_sessions_keep_no_resume_point() -> None:
+    msgs = [Message("user", [TextPart("fix the bug")])]
+    cache = TranscriptCache()
+    for i in range(4):
+        msgs = [*msgs, Message("assistant", [TextPart(f"answer {i}")])]
+        summary = cache.summarize("s", request(msgs))
+        assert summary.before_last is None and not summary.rewrites

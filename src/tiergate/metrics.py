@@ -249,14 +249,37 @@ def observe_request(
     """Count one finished request and its wall time. Label values come from the
     config (the router, model and channel that served), never from the client."""
     labels = (router or "", model or "", channel or "", str(status))
-    REQUESTS_TOTAL.labels(*labels).inc()
-    REQUEST_LATENCY_SECONDS.labels(*labels).observe(seconds)
+    children = _REQUEST_CHILDREN.get(labels)
+    if children is None:
+        children = (REQUESTS_TOTAL.labels(*labels), REQUEST_LATENCY_SECONDS.labels(*labels))
+        _REQUEST_CHILDREN[labels] = children
+    children[0].inc()
+    children[1].observe(seconds)
+
+
+_REQUEST_CHILDREN: dict[tuple[str, str, str, str], tuple[Counter, Histogram]] = {}
+"""Labelled children by label values, looked up once each (`labels()` validates
+and locks on every call). Bounded: the values come from the config and the
+status codes. These metrics are never cleared, so a cached child stays the one
+the registry exports."""
 
 
 def observe_upstream(channel: str, model: str, seconds: float, cache_read_tokens: int) -> None:
-    UPSTREAM_LATENCY_SECONDS.labels(channel, model).observe(seconds)
+    key = (channel, model)
+    latency = _UPSTREAM_CHILDREN.get(key)
+    if latency is None:
+        latency = _UPSTREAM_CHILDREN[key] = UPSTREAM_LATENCY_SECONDS.labels(channel, model)
+    latency.observe(seconds)
     if cache_read_tokens > 0:
-        CACHE_READ_TOKENS_TOTAL.labels(channel, model).inc(cache_read_tokens)
+        # created on the first cache read only: no zero series before one happens
+        cached = _CACHE_READ_CHILDREN.get(key)
+        if cached is None:
+            cached = _CACHE_READ_CHILDREN[key] = CACHE_READ_TOKENS_TOTAL.labels(channel, model)
+        cached.inc(cache_read_tokens)
+
+
+_UPSTREAM_CHILDREN: dict[tuple[str, str], Histogram] = {}
+_CACHE_READ_CHILDREN: dict[tuple[str, str], Counter] = {}
 
 
 _USAGE_CHILDREN: dict[tuple[str, str], list[Counter]] = {}

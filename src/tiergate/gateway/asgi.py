@@ -15,7 +15,6 @@ from __future__ import annotations
 import logging
 
 from starlette.applications import Starlette
-from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
@@ -23,6 +22,7 @@ from tiergate import metrics, tracing
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES, InboundFormat
 from tiergate.gateway.pipeline import Gateway
+from tiergate.gateway.request_headers import CompletionRequest
 
 log = logging.getLogger("tiergate.app")
 
@@ -86,7 +86,7 @@ class GatewayApp(Starlette):
     ) -> Response:
         """Handle and send the reply (a stream: until its last byte); the response."""
         try:
-            response = await gateway.handle(fmt, Request(scope, receive, send))
+            response = await gateway.handle(fmt, CompletionRequest(scope, receive, send))
         except Exception as exc:  # noqa: BLE001 - the pipeline answers its own errors: a bug
             log.error("unhandled error", extra={"error": type(exc).__name__})
             error = GatewayError(500, "Internal gateway error", None)

@@ -119,7 +119,8 @@ def counters_from_values(values: Sequence[bytes | None]) -> ShareCounters:
     """Sum the values read for `*_share_keys` (day-major, SHARE_FIELDS order)."""
     totals = [0.0] * len(SHARE_FIELDS)
     for i, raw in enumerate(values):
-        totals[i % len(SHARE_FIELDS)] += counter_value(raw)
+        if raw is not None:  # most day buckets are absent; they add nothing
+            totals[i % len(SHARE_FIELDS)] += counter_value(raw)
     return ShareCounters(*totals)
 
 

@@ -303,10 +303,13 @@ class EscalationDecision:
     state_key: str | None = None
     state_raw: bytes | None = field(default=None, repr=False)
     config: EscalationConfig | None = field(default=None, repr=False, compare=False)
+    #: `state_raw` as parsed at decision time (the commit applies onto it instead
+    #: of parsing the same bytes again); None when absent or unreadable.
+    state: TierState | None = field(default=None, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready form for the diagnostic endpoint."""
-        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("config",)}
+        out = {k: getattr(self, k) for k in self.__slots__ if k not in ("config", "state")}
         out["intents"] = [asdict(i) for i in self.intents]
         out["events"] = [asdict(e) for e in self.events]
         return out
@@ -499,6 +502,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         state_key=tier_state_key(inp.scope, router.name),
         state_raw=snap.state_raw,
         config=esc,
+        state=snap.state if snap.state_raw is not None else None,
     )
 
 

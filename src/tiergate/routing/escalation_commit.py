@@ -109,9 +109,10 @@ async def commit_escalation(
             await store.apply_batch(list(extra_writes), counters(report))
         else:
             key, ttl = decision.state_key, esc.tier_ttl_seconds
-            st, report = apply_intents(
-                TierState.from_bytes(decision.state_raw), decision.intents, outcome, esc, now
-            )
+            current = decision.state  # parsed from state_raw at decision time
+            if current is None:
+                current = TierState.from_bytes(decision.state_raw)
+            st, report = apply_intents(current, decision.intents, outcome, esc, now)
             tier = st.tier
             writes = [Write(key, st.to_bytes(), ttl), *extra_writes]
             guard = (key, decision.state_raw)

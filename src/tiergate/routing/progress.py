@@ -27,6 +27,7 @@ request. Pure and bounded: every map has a size limit.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -118,19 +119,20 @@ class Progress:
     output_chars: int = 0  # characters of observations (tool results, command output)
 
     def copy(self) -> Progress:
-        """An independent copy (the containers are the mutable parts)."""
-        return dataclasses.replace(
-            self,
-            tools_used=set(self.tools_used),
-            files_edited=set(self.files_edited),
-            pending_calls=dict(self.pending_calls),
-            seen=dict(self.seen),
-            failing=dict(self.failing),
-            applied=set(self.applied),
-            contents=dict(self.contents),
-            diverse=set(self.diverse),
-            actions=set(self.actions),
-        )
+        """An independent copy (the containers are the mutable parts). Built
+        positionally from every field: the transcript summary copies one per
+        request, and dataclasses.replace costs about four times as much."""
+        other = Progress(*_every_field(self))
+        other.tools_used = set(self.tools_used)
+        other.files_edited = set(self.files_edited)
+        other.pending_calls = dict(self.pending_calls)
+        other.seen = dict(self.seen)
+        other.failing = dict(self.failing)
+        other.applied = set(self.applied)
+        other.contents = dict(self.contents)
+        other.diverse = set(self.diverse)
+        other.actions = set(self.actions)
+        return other
 
     def stuck_since(self, index: int) -> list[Stuck]:
         """Evidence raised by messages at `index` or later."""
@@ -290,6 +292,10 @@ class Progress:
 
     def _raise(self, stuck: Stuck) -> None:
         self.stuck = (*self.stuck[-(_STUCK_KEPT - 1) :], stuck)
+
+
+_every_field = operator.attrgetter(*(f.name for f in dataclasses.fields(Progress)))
+"""Every field of a Progress, in __init__ order (Progress.copy)."""
 
 
 def progress_of(messages: Sequence[Message]) -> Progress:

@@ -25,9 +25,11 @@ evidence counts for every conversation, so an upgrade keeps what it had.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
 import orjson
@@ -185,8 +187,14 @@ class TierState:
             return None
 
 
+_every_field = operator.attrgetter(*(f.name for f in fields(TierState)))
+"""Every field of a TierState, in __init__ order (apply_intents copies one per commit)."""
+
+
+@functools.lru_cache(maxsize=4096)
 def session_hash(scope: str) -> str:
-    """The session's identity in keys and audit rows: never the raw session id."""
+    """The session's identity in keys and audit rows: never the raw session id.
+    (Memoised: a request's read, decision and commit each name the same session.)"""
     return hashlib.blake2b(scope.encode(), digest_size=12).hexdigest()
 
 
@@ -309,12 +317,10 @@ def apply_intents(
     wanted to go, and is dropped as stale otherwise.
     """
     src = current or TierState()
-    st = replace(
-        src,
-        strikes=src.live_strikes(now, esc.strike_decay_seconds),
-        seen_turns=list(src.seen_turns),
-        streaks=dict(src.streaks),
-    )
+    st = TierState(*_every_field(src))  # a copy; cheaper than dataclasses.replace
+    st.strikes = src.live_strikes(now, esc.strike_decay_seconds)
+    st.seen_turns = list(src.seen_turns)
+    st.streaks = dict(src.streaks)
     report = ApplyReport()
     for intent in intents:
         if isinstance(intent, RecordTurn):

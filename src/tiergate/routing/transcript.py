@@ -13,14 +13,23 @@ last summarised message (role, text, tool-call ids). A client that compacts or
 rewrites its history fails that check and is summarised from scratch. Editing a
 message strictly inside the prefix while keeping both ends is not detected; the
 summary then lags until the prefix check fails, which only shifts a heuristic
-score. Everything here is pure except `TranscriptCache`, an in-process bounded
-map (like the scan memo in routing.difficulty); a miss only costs a full pass.
+score.
+
+A session whose history has once failed the check (a rewrite, or a latest
+message sent again with different content) also keeps `before_last`, the
+summary without its last message, under the same check: a request that
+replaces only the latest message then reads one message instead of all of
+them. Sessions that only append never keep it (no extra memory for them).
+
+Everything here is pure except `TranscriptCache`, an in-process bounded map
+(like the scan memo in routing.difficulty); a miss only costs a full pass.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import operator
 from dataclasses import dataclass, field
 
 from tiergate.core.model import ChatRequest, ImagePart, Message
@@ -48,10 +57,16 @@ class TranscriptSummary:
     images: bool = False
     progress: Progress = field(default_factory=Progress)  # agent state, stuck evidence
     task: TaskText | None = None  # shape of the first user message (session_scorer)
+    rewrites: bool = False  # this session's history once failed the prefix check
+    before_last: TranscriptSummary | None = None  # messages[:count - 1], if rewrites
 
     def copy(self) -> TranscriptSummary:
-        """An independent copy: the tally and the progress are the mutable parts."""
-        return dataclasses.replace(self, tally=self.tally.copy(), progress=self.progress.copy())
+        """An independent copy: the tally and the progress are the mutable parts.
+        (Positional from every field: one per request, cheaper than dataclasses.replace.)"""
+        other = TranscriptSummary(*_every_field(self))
+        other.tally = self.tally.copy()
+        other.progress = self.progress.copy()
+        return other
 
     def extends(self, req: ChatRequest) -> bool:
         """Whether `req` starts with the messages this summary covers."""
@@ -98,6 +113,10 @@ class TranscriptSummary:
         return _prompt_tokens(self.chars, req)
 
 
+_every_field = operator.attrgetter(*(f.name for f in dataclasses.fields(TranscriptSummary)))
+"""Every field of a TranscriptSummary, in __init__ order (TranscriptSummary.copy)."""
+
+
 def message_chars(m: Message) -> int:
     """Characters of a message the model reads: its text and its tool calls."""
     return len(m.text()) + sum(len(c.arguments) + len(c.name) for c in m.tool_calls)
@@ -118,19 +137,57 @@ def _prompt_tokens(message_chars: int, req: ChatRequest) -> int:
 
 
 def summarize(req: ChatRequest, previous: TranscriptSummary | None = None) -> TranscriptSummary:
-    """The summary of `req`, extending `previous` when `req` continues it."""
+    """The summary of `req`, extending `previous` (or, for a session that rewrites
+    its history, the summary without its last message) when `req` continues it."""
     msgs = req.messages
-    if previous is not None and previous.extends(req):
-        summary = previous.copy()
-    else:
-        summary = TranscriptSummary()
-    for i in range(summary.count, len(msgs)):
+    n = len(msgs)
+    start, rewrites = _resume_point(req, previous)
+    summary = start.copy() if start is not None else TranscriptSummary()
+    before_last = start.before_last if start is not None and start.count == n else None
+    for i in range(summary.count, n):
+        if rewrites and i == n - 1 and i > 0:
+            before_last = _before_last(summary, start, msgs)
         summary.add(msgs[i], i)
-    summary.count = len(msgs)
+    summary.count = n
     if msgs:
         summary.first = fingerprint(msgs[0])
         summary.last = fingerprint(msgs[-1])
+    summary.rewrites = rewrites
+    summary.before_last = before_last if rewrites else None
     return summary
+
+
+def _resume_point(
+    req: ChatRequest, previous: TranscriptSummary | None
+) -> tuple[TranscriptSummary | None, bool]:
+    """(the summary `req` continues, or None; whether to keep `before_last`)."""
+    if previous is None:
+        return None, False
+    if previous.extends(req):
+        return previous, previous.rewrites
+    older = previous.before_last
+    if older is not None and older.extends(req):
+        return older, True
+    return None, True
+
+
+def _before_last(
+    summary: TranscriptSummary, start: TranscriptSummary | None, msgs: list[Message]
+) -> TranscriptSummary:
+    """`summary` (all but the last message read) frozen as a resume point. When
+    nothing was read since `start`, that is `start` itself (summaries are never
+    mutated once returned), else a copy; never one holding its own resume point."""
+    n = len(msgs)
+    if start is not None and start.count == n - 1:
+        point = start
+    else:
+        point = summary.copy()
+        point.count = n - 1
+        point.first = fingerprint(msgs[0])
+        point.last = fingerprint(msgs[n - 2])
+    if point.before_last is not None:
+        point = dataclasses.replace(point, before_last=None)
+    return point
 
 
 class TranscriptCache:

@@ -109,8 +109,17 @@ class MemoryStore:
         return self._live(key, self._clock())
 
     async def get_many(self, keys: Sequence[str]) -> list[bytes | None]:
+        """`_live` per key, inlined: a router request reads about a dozen keys."""
         now = self._clock()
-        return [self._live(k, now) for k in keys]
+        data = self._data
+        out: list[bytes | None] = []
+        for key in keys:
+            entry = data.get(key)
+            if entry is not None and entry[1] is not None and entry[1] <= now:
+                del data[key]  # expired: absent, and dropped on access
+                entry = None
+            out.append(None if entry is None else entry[0])
+        return out
 
     async def set(self, key: str, value: bytes, ttl: float | None = None) -> None:
         now = self._clock()
@@ -128,6 +137,10 @@ class MemoryStore:
 
     async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
         """Like INCRBYFLOAT (+ PEXPIRE when ttl is given; ttl None keeps the current expiry)."""
+        return self._incr(key, amount, ttl)
+
+    def _incr(self, key: str, amount: float, ttl: float | None) -> float:
+        """`incr` without a coroutine per call (apply_batch runs several per request)."""
         if ttl is not None and ttl <= 0:
             raise ValueError("incr ttl must be positive or None")
         now = self._clock()
@@ -174,7 +187,7 @@ class MemoryStore:
         for w in writes:
             self._put(w.key, w.value, w.ttl, now)
         for inc in incrs:
-            await self.incr(inc.key, inc.amount, inc.ttl)
+            self._incr(inc.key, inc.amount, inc.ttl)
         return True
 
     async def ping(self) -> bool:
