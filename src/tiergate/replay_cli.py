@@ -30,6 +30,14 @@ POLICY_NAMES = (
     "escalation",
     "escalation-uncapped",
 )
+#: Further `--policy` names, not in the default run: the engine with each
+#: `escalation.scorer` named explicitly (tiergate.replay.experiments.SCORER_POLICIES).
+SCORER_POLICY_NAMES = (
+    "escalation-learned",
+    "escalation-learned-uncapped",
+    "escalation-lexical",
+    "escalation-lexical-uncapped",
+)
 #: Log formats `replay import` reads (tiergate.replay.importers.FORMATS, checked by tests).
 IMPORT_FORMATS = (
     "auto",
@@ -102,8 +110,9 @@ def add_replay_parser(subparsers: Any) -> None:
         "--policy",
         nargs="+",
         metavar="NAME",
-        choices=POLICY_NAMES,
-        help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}",
+        choices=POLICY_NAMES + SCORER_POLICY_NAMES,
+        help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}; "
+        f"also {', '.join(SCORER_POLICY_NAMES)}",
     )
     r.add_argument("--json", metavar="OUT", help="write the metrics JSON here ('-' for stdout)")
     r.add_argument(
