@@ -277,6 +277,15 @@ def test_an_edit_undone_and_redone_strikes() -> None:
     assert reasons(passing) == []  # the count restarts after progress
 
 
+def test_a_file_written_again_unchanged_is_not_a_revert() -> None:
+    """Writing the content a file already has is a no-op (agents re-save a test
+    file); only a write back to an earlier, different content is a revert."""
+    x = call("w", "Write", file_path="t.py", content="x = 1\n")
+    y = call("w", "Write", file_path="t.py", content="y = 2\n")
+    assert reasons(loop((x, "ok"), (x, "ok"), (x, "ok"), (x, "ok"), (x, "ok"))) == []
+    assert reasons(loop((x, "ok"), (y, "ok"), (x, "ok"), (y, "ok"))) == ["edit_revert_cycle"]
+
+
 def test_new_failures_after_each_edit_with_nothing_passing_strike() -> None:
     steps: list[tuple[ToolCall, str]] = []
     for i in range(4):

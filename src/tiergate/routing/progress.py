@@ -271,7 +271,9 @@ class Progress:
                     self.applied.add(key)
             else:
                 history = self.contents.get(path, ())
-                if new in history[:-1]:
+                if history and history[-1] == new:
+                    continue  # the content it already has: a no-op, not a revert
+                if new in history:
                     events += 1  # written back to an earlier version
                 if path in self.contents or len(self.contents) < STATE_LIMIT:
                     self.contents[path] = (*history[-7:], new)
