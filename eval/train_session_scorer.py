@@ -105,6 +105,25 @@ SOURCES = [
         "licence": "MIT (OpenHands copy in the repository; no separate licence for run data)",
     },
     {
+        "name": "sweagent-gpt4-1/2/3, acr-run-1/2/3, acr-val-only, acr-val-sbfl",
+        "what": "SWE-agent 0.x (GPT-4) and AutoCodeRover (gpt-4-0125-preview) runs on "
+        "SWE-bench Lite (text protocol), from the AutoCodeRover results folder",
+        "repository": "nus-apr/auto-code-rover@3536ac292e30",
+        "licence": "AGPL-3.0 or commercial (the repository's dual licence)",
+    },
+    {
+        "name": "moatless-sonnet",
+        "what": "Moatless Tools 0.0.4, Claude 3.5 Sonnet (20241022), tool calls",
+        "repository": "aorwall/moatless-tools@91f87418",
+        "licence": "MIT",
+    },
+    {
+        "name": "claude-code-scb",
+        "what": "Claude Code (claude-sonnet-4-5) runs on SWE-bench Lite, tool calls",
+        "repository": "jiayuanz3/SWEContextBench@31bb0415",
+        "licence": "no licence file in the repository",
+    },
+    {
         "name": "labels",
         "what": "SWE-bench Verified annotation fix-time estimates (difficulty.csv), "
         "used for Lite instances only; Verified instances held out",
