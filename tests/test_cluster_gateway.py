@@ -96,7 +96,9 @@ def _router() -> dict[str, Any]:
         "mid_pool": [WEAK],
         "strong_pool": [STRONG],
         "default_model": WEAK,
-        "escalation": {"mode": "auto", "share_cap_percent": 100},
+        # lexical: the failure loop below must escalate by its strikes (kept in the
+        # tier state on the session's slot); the learned scorer may get there first
+        "escalation": {"mode": "auto", "share_cap_percent": 100, "scorer": "lexical"},
     }
 
 
