@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from urllib.parse import urlsplit
 from uuid import uuid4
 
 import pytest
 
+from redis_cluster_support import redis_cluster
 from tiergate.state.base import StateStore
 from tiergate.state.memory import MemoryStore
 from tiergate.state.redis import RedisStore
@@ -90,3 +91,13 @@ def any_store(request: pytest.FixtureRequest) -> StateStore:
         return MemoryStore()
     store: RedisStore = request.getfixturevalue("redis_store")
     return store
+
+
+@pytest.fixture(scope="module", params=["redis", "valkey"])
+def cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[list[int]]:
+    """Three cluster primaries of Redis, then of Valkey (skipped without its
+    binary), started for the module that asks: the ports, seed first."""
+    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
+        yield ports

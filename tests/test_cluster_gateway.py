@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
@@ -17,7 +17,7 @@ import pytest
 
 from lanes_http_support import CLAUDE, chat, gateway, managed, resolved, session, sim_server, turn
 from lanes_http_support import user as plain_user
-from redis_cluster_support import keys_on, primaries, redis_cluster
+from redis_cluster_support import keys_on, primaries
 from servers import TOKEN, ServerThread, gateway_config
 from test_lanes_contract import (  # the lane-store contract, on the cluster
     test_capacity_exhaustion_is_503_until_lanes_expire,
@@ -49,14 +49,6 @@ __all__ = [
     "test_round_trip_keeps_every_field",
     "test_swap_is_compare_and_swap",
 ]
-
-
-@pytest.fixture(scope="module", params=["redis", "valkey"])
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[int]]:
-    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
-        yield ports
 
 
 @pytest.fixture

@@ -7,25 +7,15 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterator
 
 import httpx
-import pytest
 
-from redis_cluster_support import redis_cluster, start_node, stop_node
+from redis_cluster_support import start_node, stop_node
 from servers import ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
 from tiergate.sim.app import create_sim_app
 from tiergate.state.redis_cluster import RedisClusterStore
-
-
-@pytest.fixture(scope="module", params=["redis", "valkey"])
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[int]]:
-    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
-        yield ports
 
 
 def addr(port: int) -> str:

@@ -7,7 +7,7 @@ test_cluster_gateway.py (docs/deploy.md)."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from redis.crc import key_slot
@@ -17,7 +17,6 @@ from redis_cluster_support import (
     cli,
     move_slot,
     owner_of,
-    redis_cluster,
     start_node,
     stop_node,
 )
@@ -68,14 +67,6 @@ __all__ = [
     "test_transact_without_writes_returns_result",
     "test_ttl_expiry",
 ]
-
-
-@pytest.fixture(scope="module", params=["redis", "valkey"])
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[int]]:
-    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
-        yield ports
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, TypeVar
 
 import pytest
@@ -16,7 +16,7 @@ from redis.crc import key_slot
 
 import test_escalation_redis as races
 from escalation_support import REQ_STRIKE, SessionDriver, make_router
-from redis_cluster_support import cli, keys_on, primaries, redis_cluster
+from redis_cluster_support import cli, keys_on, primaries
 from test_escalation_redis import (  # the same races, on the cluster backend
     test_racing_identical_escalations_merge_into_one_ratchet,
     test_ratchets_never_exceed_max_per_session_under_races,
@@ -44,15 +44,6 @@ __all__ = [
     "test_stale_writers_cannot_clobber_a_committed_escalation",
     "test_tier_state_round_trips_and_expires_on_redis",
 ]
-
-
-@pytest.fixture(scope="module", params=["redis", "valkey"])
-def cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[list[int]]:
-    """Three primaries of Redis, then of Valkey (skipped without its binary)."""
-    with redis_cluster(tmp_path_factory.mktemp(request.param), kind=request.param) as ports:
-        yield ports
 
 
 def new_store(cluster: list[int], prefix: str, seed: int = 0) -> RedisClusterStore:
