@@ -37,7 +37,7 @@ from tiergate.gateway.planner import turn_key
 from tiergate.replay.corpus import DEFAULT_IDLE_SECONDS, archetype_of
 from tiergate.routing.conversation import conversation_key, is_side_request
 from tiergate.routing.difficulty import delta_score, full_score
-from tiergate.routing.session import resolve_session_id, session_scope
+from tiergate.routing.session import SessionId, resolve_session_id, session_scope
 from tiergate.routing.session_scorer import session_score
 from tiergate.routing.strikes import Strike, request_strikes, response_strikes
 from tiergate.routing.transcript import TranscriptSummary, summarize
@@ -182,6 +182,7 @@ def session_facts(
     prev_fixed = 0
     facts: list[TurnFacts] = []
     scope = ""
+    sid: SessionId | None = None
     at = start
     served = 0
     summary: TranscriptSummary | None = None
@@ -195,9 +196,9 @@ def session_facts(
             raise FormatError(
                 f"session {session_id} turn {i + 1}: {err.message}", err.param
             ) from None
-        sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
-        assert sid is not None  # the header always resolves
-        if not scope:
+        if sid is None:  # the session header: the same on every turn
+            sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
+            assert sid is not None  # the header always resolves
             scope = session_scope(workspace_id, sid)
         conv = conversation_key(body) or ""  # evidence is per conversation, as in the planner
         summary = summarize(req, summary)  # as the planner's TranscriptCache
