@@ -23,10 +23,11 @@ from tiergate.config_store import (
     MemoryConfigRepository,
     seed_hash,
 )
+from tiergate.core.upstream import Target
 from tiergate.gateway.auth import TokenTable
 from tiergate.reload import rebuild_distributor
 from tiergate.routing.affinity import key_fingerprint
-from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.distributor import Distributor
 from tiergate.state.memory import MemoryStore
 
 # ---- masking -------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from tiergate.config import GatewayConfig
+from tiergate.core.upstream import ChannelState, KeyState
 from tiergate.routing.affinity import key_fingerprint
-from tiergate.routing.distributor import ChannelState, Distributor, KeyState
+from tiergate.routing.distributor import Distributor
 
 
 def _auth_disabled(ch: ChannelState, index: int) -> bool:

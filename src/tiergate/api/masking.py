@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from tiergate.config import GatewayConfig
+from tiergate.core.upstream import ChannelState
 from tiergate.routing.affinity import key_fingerprint
-from tiergate.routing.distributor import ChannelState
 
 #: Below this length even the last four characters are too much of the key.
 MIN_LEN_TO_SHOW_TAIL = 16

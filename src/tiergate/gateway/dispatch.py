@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 from tiergate import tracing
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
+from tiergate.core.upstream import Target
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.routing.affinity import ChannelPin
-from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.distributor import Distributor
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Tracer

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
 from tiergate.core.model import Usage
+from tiergate.core.upstream import Target
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.errors import GatewayError
@@ -31,7 +32,6 @@ from tiergate.gateway.pipeline import Gateway
 from tiergate.gateway.usage import UsageRecord
 from tiergate.providers.adapters import OpenAIProvider
 from tiergate.providers.base import UpstreamError
-from tiergate.routing.distributor import Target
 
 EMBEDDING_CHANNEL_TYPES = frozenset({"openai", "openai_compatible"})  # DeepSeek has none
 

@@ -21,8 +21,9 @@ from collections.abc import Callable
 
 from tiergate import metrics
 from tiergate.core.model import ChatRequest, Message, TextPart
+from tiergate.core.upstream import Target
 from tiergate.providers.base import Provider, UpstreamError
-from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.distributor import Distributor
 
 log = logging.getLogger(__name__)
 

@@ -25,6 +25,7 @@ from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
+from tiergate.core.upstream import Target
 from tiergate.formats.errors import FormatError
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
@@ -40,7 +41,7 @@ from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
 from tiergate.reload import rebuild_distributor
-from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.distributor import Distributor
 
 log = logging.getLogger("tiergate.access")
 

@@ -26,6 +26,7 @@ import numpy as np
 from tiergate import metrics
 from tiergate.config import GatewayConfig, ModelConfig, RouterConfig
 from tiergate.core.model import ChatRequest, ChatResponse
+from tiergate.core.upstream import Target
 from tiergate.gateway import no_route, state_read
 from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
@@ -37,7 +38,7 @@ from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
 from tiergate.routing.conversation import conversation_key, is_side_request, transcript_key
 from tiergate.routing.difficulty import delta_score
-from tiergate.routing.distributor import Distributor, Target
+from tiergate.routing.distributor import Distributor
 from tiergate.routing.escalation import (
     EscalationDecision,
     EscalationInputs,

@@ -15,11 +15,11 @@ import tiergate.formats.anthropic as anthropic_fmt
 import tiergate.formats.gemini as gemini_fmt
 import tiergate.formats.openai as openai_fmt
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
+from tiergate.core.upstream import Target
 from tiergate.formats.errors import UpstreamStreamError
 from tiergate.formats.sse import SSEDecoder, SSEMessage
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.providers.http import UpstreamHTTP
-from tiergate.routing.distributor import Target
 
 ANTHROPIC_VERSION = "2023-06-01"
 

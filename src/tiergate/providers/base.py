@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Literal, Protocol
 
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
-from tiergate.routing.distributor import Target
+from tiergate.core.upstream import Target
 
 FailureKind = Literal["status", "timeout", "connect", "malformed", "stream_cut"]
 
