@@ -540,7 +540,7 @@ _HARNESS = re.compile(
     r"|Your patch is invalid\b)"
     r"|(?P<refused>The search API calls seem not valid\b|The buggy locations is not precise\b)"
 )
-_RESULT_HEADER = re.compile(r"^Result of ([A-Za-z_][\w.]*\(.{0,400}?):[^\S\n]*$", re.M)
+_RESULT_HEADER = re.compile(r"Result of ([A-Za-z_][\w.]*\(.{0,400}?):[^\S\n]*$", re.M)
 _SEARCH_MISS = re.compile(  # a search that found nothing, in the first line of its result
     r"\s*(?:Could not find\b|Cannot find\b|There (?:is|are) no\b|Found 0\b"
     r"|No (?:\w+ ){0,2}(?:found|match(?:es)?|results?)\b|The \w+ \S+ does not appear in\b)"
@@ -581,8 +581,23 @@ def harness_observation(text: str) -> Observation | None:
     )
 
 
+def _result_headers(text: str) -> list[re.Match[str]]:
+    """The round's "Result of call(...):" lines, SEARCH_PARTS + 1 at most: found by
+    a plain substring search, so a long result body costs a memchr, not a regex scan."""
+    headers: list[re.Match[str]] = []
+    at = 0
+    while len(headers) <= SEARCH_PARTS:
+        m = _RESULT_HEADER.match(text, at)
+        if m is not None:
+            headers.append(m)
+        at = text.find("\nResult of ", at) + 1
+        if at == 0:
+            break
+    return headers
+
+
 def _search_round(text: str) -> Observation:
-    headers = list(itertools.islice(_RESULT_HEADER.finditer(text), SEARCH_PARTS + 1))
+    headers = _result_headers(text)
     parts: list[Observation] = []
     for h, nxt in itertools.zip_longest(headers[:SEARCH_PARTS], headers[1:]):
         body_end = nxt.start() if nxt is not None else len(text)
