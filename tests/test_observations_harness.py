@@ -14,6 +14,7 @@ import pytest
 
 from tiergate.core.model import ChatRequest, Message, TextPart
 from tiergate.routing.observations import (
+    SEARCH_PARTS,
     harness_observation,
     observe,
     tagged_edit_action,
@@ -221,3 +222,22 @@ def test_a_refused_edit_between_failing_validations_still_counts_as_an_attempt()
     p = progress_of(patch_session([TESTS_FAILED, REFUSED_APPLY, TESTS_FAILED, TESTS_FAILED]))
     assert "failure_survives_edits" in {s.reason for s in p.stuck}
     assert p.edits == 3 and p.attempts == 4
+
+
+def test_a_round_reads_at_most_search_parts_calls() -> None:
+    text = "".join(
+        f'Result of search_method("m{i}"):\nCould not find method m{i} in the codebase.\n\n'
+        for i in range(SEARCH_PARTS + 4)
+    )
+    obs = harness_observation(text)
+    assert obs is not None and len(obs.parts) == SEARCH_PARTS and obs.failed
+
+
+def test_a_call_echoed_with_a_stray_semicolon_or_nested_parens_keeps_its_arguments() -> None:
+    text = (
+        'Result of search_code("show_hidden(initial=False)");:\n'
+        "Found 3 snippets containing `show_hidden(initial=False)` in the codebase.\n"
+    )
+    obs = harness_observation(text)
+    assert obs is not None and not obs.failed
+    assert [p.command for p in obs.parts] == ['search_code("show_hidden(initial=False)");']
