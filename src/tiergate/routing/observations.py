@@ -7,7 +7,12 @@ text (a ```bash block, `<command>`, `<function=...>`) and gets the output back
 as a *user* message (`<returncode>1</returncode><output>...`, "OBSERVATION:",
 SWE-agent's "(Open file: ...)(Current directory: ...)" footer, "[Command
 finished with exit code 1]", aider's "I ran this command: ... And got this
-output:"). This module turns both into the same two facts:
+output:"). A harness that runs the agent's named calls for it (AutoCodeRover's
+search API: `search_class("X")` in prose, "Result of search_class("X"): ..." back;
+its `<file>/<original>/<patched>` edits, answered "Your edit could not be
+applied ..." or "Written an applicable patch, but ... Some tests have failed")
+is read the same way (`harness_observation`). This module turns all of them
+into the same two facts:
 
 - `Action`: what the agent did (its identity for repeat detection, whether it
   edited files, which files, whether it reverted them);
@@ -225,6 +230,18 @@ def call_action(name: str, arguments: str) -> Action:
     return Action(signature, name, True, False, tuple(paths), tuple(keys), revert)
 
 
+_CALL_NAME = re.compile(r"[A-Za-z_][\w.]*")
+
+
+@functools.lru_cache(maxsize=16_384)
+def named_call_action(call: str) -> Action:
+    """The Action of a call a harness ran for the agent and echoes back
+    (`search_class("Media")`): the call, whitespace-normalised, is its identity,
+    so the same search again is a repeat. Exploration, never an edit."""
+    name = _CALL_NAME.match(call)
+    return Action(" ".join(call.split()), name.group(0) if name else "call")
+
+
 # ---- actions: text ------------------------------------------------------------------
 
 _FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
@@ -233,14 +250,35 @@ _FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
 _PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
 
 
+_TAGGED_EDIT = re.compile(  # <file>f</file> <original>old</original> <patched>new</patched>
+    r"<file>\s*([^<\n]+?)\s*</file>\s*<original>(.*?)</original>\s*<patched>(.*?)</patched>", re.S
+)
+
+
+def tagged_edit_action(text: str) -> Action | None:
+    """An edit written as tagged replacements (AutoCodeRover's `# modification n`
+    blocks: `<file>`, `<original>`, `<patched>`), or None. Its edit keys are the
+    replacements, so a patch sent again, or undone, is recognised."""
+    if "<patched>" not in text:
+        return None
+    edits = _TAGGED_EDIT.findall(text)
+    if not edits:
+        return None
+    keys = tuple((path, hash(old.strip()), hash(new.strip())) for path, old, new in edits)
+    paths = tuple(dict.fromkeys(path for path, _, _ in edits))
+    signature = "patch " + " ".join(f"{p}:{o:x}:{n:x}" for p, o, n in keys)
+    return Action(signature, "patch", edit=True, paths=paths, edit_keys=keys)
+
+
 _text_action_memo: dict[tuple[int, int], Action | None] = {}
 
 
 def text_action(text: str) -> Action | None:
     """The command in an assistant reply written as text, or None.
 
-    The last ```bash (or unlabelled) block, `<command>`/`<execute_bash>` tags, or
-    an OpenHands `<function=name><parameter=...>` call. Only a *candidate*: it
+    The last ```bash (or unlabelled) block, `<command>`/`<execute_bash>` tags, an
+    OpenHands `<function=name><parameter=...>` call, or tagged replacements
+    (`tagged_edit_action`). Only a *candidate*: it
     becomes an action when the next user message is its observation, so a chat
     answer that merely shows a command is not counted. Memoised by (hash, length).
     """
@@ -255,6 +293,9 @@ def text_action(text: str) -> Action | None:
 
 
 def _text_action(text: str) -> Action | None:
+    tagged_edit = tagged_edit_action(text)
+    if tagged_edit is not None:
+        return tagged_edit
     function = _FUNCTION.search(text) if "<function=" in text else None
     if function is not None:
         params = dict(_PARAMETER.findall(function.group(2)))
@@ -338,6 +379,9 @@ MAX_FAILURE_KEYS = 8
 bound on the state a 200-test failure adds."""
 
 
+ObservationKind = Literal["", "search", "apply", "validation"]
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """What one action's output says.
@@ -350,7 +394,14 @@ class Observation:
     tests_passed: a test runner's summary reports passes and no failures.
     error_flag: an explicit failure flag: `is_error` on a tool result, a non-zero
         exit code in a text observation.
-    command: the command the observation itself echoes (aider), else None.
+    command: the command the observation itself echoes (aider, a search API's
+        "Result of call(...)"), else None.
+    kind: what answered: "" a command's output; "search" a code search (a miss
+        is normal exploration, never stuck evidence); "apply" a harness refusing
+        an edit (it did not land); "validation" a harness's tests failing after
+        an edit that did land.
+    parts: one Observation per call when a message answers several (a search
+        API round); the message's own fields summarise them.
     """
 
     failed: bool
@@ -358,6 +409,8 @@ class Observation:
     tests_passed: bool = False
     error_flag: bool = False
     command: str | None = None
+    kind: ObservationKind = ""
+    parts: tuple[Observation, ...] = ()
 
 
 def _window(text: str) -> str:
@@ -474,6 +527,88 @@ def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
     )
 
 
+# ---- harness verdicts: a harness that runs the agent's calls and edits for it -------
+
+HARNESS_HEAD_CHARS = 160
+"""A harness's verdict opens its message: only this prefix is matched for one."""
+_HARNESS = re.compile(
+    r"(?P<result>Result of [A-Za-z_][\w.]*\()"  # a named call's results, echoing it
+    r"|(?P<located>Here are the code in buggy locations:)"  # AutoCodeRover's location read
+    r"|(?P<apply>(?:Your|The) (?:edit|patch|change)(?:e?s)? (?:could not|cannot|can't|failed to) be"
+    r" applied\b)"
+    r"|(?P<validation>Written an applicable patch, but it did not resolve the issue\b"
+    r"|Your patch is invalid\b)"
+    r"|(?P<refused>The search API calls seem not valid\b|The buggy locations is not precise\b)"
+)
+_RESULT_HEADER = re.compile(r"Result of ([A-Za-z_][\w.]*\(.{0,400}?):[^\S\n]*$", re.M)
+_SEARCH_MISS = re.compile(  # a search that found nothing, in the first line of its result
+    r"\s*(?:Could not find\b|Cannot find\b|There (?:is|are) no\b|Found 0\b"
+    r"|No (?:\w+ ){0,2}(?:found|match(?:es)?|results?)\b|The \w+ \S+ does not appear in\b)"
+)
+_SEARCH_HIT = re.compile(r"\n(?:Found [1-9]\d* |Search result \d+:)")
+SEARCH_PARTS = 16
+"""Calls read per search round (a round of more is read as its first 16)."""
+
+
+def harness_observation(text: str) -> Observation | None:
+    """A harness's answer to the agent's named call or edit, or None.
+
+    Search results ("Result of search_class(...):", one part per call, each
+    echoing its call so repeats are recognised; a miss is "Could not find ...",
+    "There is no ...", "... does not appear in ..."), an edit the harness could
+    not apply (kind "apply", keyed by the harness's reason), and tests failing
+    after an applied patch (kind "validation", keyed like a failing test run).
+    Matched on the message's first HARNESS_HEAD_CHARS characters only.
+    """
+    m = _HARNESS.match(text, 0, HARNESS_HEAD_CHARS)
+    if m is None:
+        return None
+    if m.lastgroup == "result":
+        return _search_round(text)
+    if m.lastgroup == "located":
+        missed = _SEARCH_HIT.search(text[:SCAN_HEAD]) is None
+        return Observation(missed, frozenset({"search:miss"} if missed else ()), kind="search")
+    if m.lastgroup == "refused":  # the harness rejected the calls themselves
+        return Observation(True, frozenset({"search:refused"}), kind="search")
+    rest = text[m.end() : m.end() + 240]
+    reason = _norm(rest[rest.find(".") + 1 :].split("Please try again")[0].strip(" .\n"))
+    if m.lastgroup == "apply":
+        key = f"apply:{reason[:80]}" if reason else "apply:rejected"
+        return Observation(True, frozenset({key}), error_flag=True, kind="apply")
+    keys = {k for k in _failure_keys(_window(text)) if not k.startswith("out:")}
+    return Observation(
+        True, frozenset(keys or {"test:validation"}), error_flag=True, kind="validation"
+    )
+
+
+def _result_headers(text: str) -> list[re.Match[str]]:
+    """The round's "Result of call(...):" lines, SEARCH_PARTS + 1 at most: found by
+    a plain substring search, so a long result body costs a memchr, not a regex scan."""
+    headers: list[re.Match[str]] = []
+    at = 0
+    while len(headers) <= SEARCH_PARTS:
+        m = _RESULT_HEADER.match(text, at)
+        if m is not None:
+            headers.append(m)
+        at = text.find("\nResult of ", at) + 1
+        if at == 0:
+            break
+    return headers
+
+
+def _search_round(text: str) -> Observation:
+    headers = _result_headers(text)
+    parts: list[Observation] = []
+    for h, nxt in itertools.zip_longest(headers[:SEARCH_PARTS], headers[1:]):
+        body_end = nxt.start() if nxt is not None else len(text)
+        missed = _SEARCH_MISS.match(text, h.end(), min(body_end, h.end() + 200)) is not None
+        keys = frozenset({"search:miss"}) if missed else frozenset()
+        parts.append(Observation(missed, keys, command=" ".join(h.group(1).split()), kind="search"))
+    failed = bool(parts) and all(p.failed for p in parts)
+    keys = frozenset({"search:miss"}) if failed else frozenset()
+    return Observation(failed, keys, kind="search", parts=tuple(parts))
+
+
 _observe_memo: dict[tuple[int, int, int, str], Observation | None] = {}
 
 
@@ -486,7 +621,8 @@ def observe(m: Message, follows: Follows) -> Observation | None:
     """The Observation a message carries, or None when it is not one.
 
     A tool result always is one. A user message is one when it follows an
-    assistant reply and carries a known command-output wrapper, or when it follows
+    assistant reply and carries a known command-output wrapper or opens with a
+    harness's verdict (`harness_observation`), or when it follows
     a text action and reads like command output (a failure or test-run shape);
     anything else is the user asking. The opening user message is always an ask
     (SWE-agent's task prompt ends with the same footer its observations do).
@@ -505,6 +641,8 @@ def observe(m: Message, follows: Follows) -> Observation | None:
     wrapped = _wrapped(text)
     if m.role == "tool":
         result = _observe(window, m.is_error, wrapped)
+    elif (harness := harness_observation(text)) is not None:
+        result = harness
     elif wrapped:
         result = _observe(window, False, wrapped=True)
     elif follows == "action" and (looks_failed(text) or _tests_passed(window)):
@@ -524,6 +662,7 @@ def clear_memos() -> None:
     _observe_memo.clear()
     _text_action_memo.clear()
     call_action.cache_clear()
+    named_call_action.cache_clear()
 
 
 def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:

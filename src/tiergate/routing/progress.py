@@ -16,6 +16,13 @@ this fold flags is evidence of *no* progress:
 - diverging_failures: `DIVERSITY_STRIKE` distinct failures after edits with
   nothing passing in between (no test run passing, no failing command fixed).
 
+An edit a harness refuses to apply (observation kind "apply") is a failed
+attempt: it changed nothing, but the same refusal again after another attempt
+survives it like a failure survives an edit. A harness's tests failing after a
+patch it applied (kind "validation") is a failing test run after an edit. A
+search that finds nothing (kind "search") is exploration: it counts as a failed
+observation in the behaviour counts, never as evidence.
+
 Progress (a failing command now succeeding, a test run passing) clears the
 evidence it answers. `Progress` also keeps the agent-state counts (user turns,
 tool calls, tools used, files edited) because they need the same
@@ -38,6 +45,7 @@ from tiergate.routing.observations import (
     Follows,
     Observation,
     call_action,
+    named_call_action,
     observe,
     shell_action,
     text_action,
@@ -93,7 +101,8 @@ class Progress:
     replied: bool = False  # an assistant message has been read
     # stuck detection
     edits: int = 0
-    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (edits, survived)
+    attempts: int = 0  # edits plus edits a harness refused (what a failure survives)
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (attempts, survived)
     # hash of a command -> (its last failure, edits then, times in a row)
     failing: dict[int, tuple[frozenset[str], int, int]] = field(default_factory=dict)
     applied: set[EditKey] = field(default_factory=set)
@@ -174,19 +183,27 @@ class Progress:
                 self.last_kind = "user"
                 return
             self.output_chars += len(m.text())
+            self.last_kind = "tool"
+            if obs.parts:  # several calls answered at once: one step each
+                for part in obs.parts:
+                    self._step_text(named_call_action(part.command or ""), part, index)
+                return
             if action is None and obs.command:
                 action = shell_action(obs.command, "bash")
-            if action is not None:
-                self.tool_calls += 1
-                self.tools_used.add(action.tool)
-                self.files_edited.update(action.paths if action.edit else ())
-            self.last_kind = "tool"
-            self.step(action, obs, index)
+            self._step_text(action, obs, index)
         elif m.role != "system":  # an injected instruction neither splits a turn nor
             self.pending_text = None  # answers a pending command
             self.last_kind = m.role
 
     # ---- one action and its observation --------------------------------------------
+
+    def _step_text(self, action: Action | None, obs: Observation, index: int) -> None:
+        """Step a text observation, counting its action as a call."""
+        if action is not None:
+            self.tool_calls += 1
+            self.tools_used.add(action.tool)
+            self.files_edited.update(action.paths if action.edit else ())
+        self.step(action, obs, index)
 
     def step(self, action: Action | None, obs: Observation, index: int) -> None:
         """Fold one action/observation pair; record any evidence of no progress."""
@@ -201,17 +218,24 @@ class Progress:
             self.longest_failure_streak = max(self.longest_failure_streak, self.failure_streak)
         else:
             self.failure_streak = 0
-        if action is not None and action.edit and (action.compound or not obs.failed):
+        # an edit lands unless its observation failed; a compound command's edit may
+        # have landed before a later step failed; a validation failure follows a landed patch
+        landed = not obs.failed or obs.kind == "validation"
+        if action is not None and action.edit and (landed or action.compound):
             self.edits += 1
+            self.attempts += 1
             if self.first_edit_step is None:
                 self.first_edit_step = self.observations
             self.last_edit_step = self.observations
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:
             self._cycle(1, index)
+        elif action is not None and action.edit and obs.kind == "apply":
+            self.attempts += 1
         signature = hash(action.signature) if action is not None else 0
         if obs.failed:
-            self._failure(signature, action, obs, index)
+            if obs.kind != "search":  # a miss while exploring is normal
+                self._failure(signature, action, obs, index)
             return
         fixed = self.failing.pop(signature, None)
         if fixed is not None:
@@ -244,10 +268,10 @@ class Progress:
         for key in failures:
             seen = self.seen.get(key)
             if seen is None:
-                _bounded_set(self.seen, key, (self.edits, 0))
-            elif self.edits > seen[0]:
+                _bounded_set(self.seen, key, (self.attempts, 0))
+            elif self.attempts > seen[0]:
                 survived = seen[1] + 1
-                _bounded_set(self.seen, key, (self.edits, survived))
+                _bounded_set(self.seen, key, (self.attempts, survived))
                 survived_now = max(survived_now, survived)
         if survived_now >= SURVIVAL_STRIKE:
             self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
