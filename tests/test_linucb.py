@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
 
 from test_difficulty_samples import hard_turn_text, request, user
@@ -128,11 +129,35 @@ def test_arm_roundtrips_exactly_through_bytes() -> None:
     np.testing.assert_array_equal(back.a_inv, arm.a_inv)
     np.testing.assert_array_equal(back.b, arm.b)
     assert back.pulls == arm.pulls
+    assert back.ridge == arm.ridge == linucb.PRIOR_PRECISION
+
+
+def test_a_v1_arm_decodes_with_the_ridge_it_was_built_on() -> None:
+    """Arms stored before the ridge was (format v1) were built on a ridge of 1; they
+    keep it, so their prior mean is weighted as it was when they were trained."""
+    arm = LinUCBArm.fresh(ridge=1.0)
+    for k in range(5):
+        arm = update(arm, np.full(linucb.DIM, 0.1 * (k + 1)), 0.7)
+    v1 = orjson.dumps(
+        {"v": 1, "a_inv": arm.a_inv, "b": arm.b, "pulls": arm.pulls},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+    back = LinUCBArm.from_bytes(v1)
+    assert back.ridge == 1.0 and back.pulls == 5
+    x, prior = np.full(linucb.DIM, 0.4), linucb.arm_prior(1.0)
+    assert back.ucb(x, 0.5, prior) == pytest.approx(arm.ucb(x, 0.5, prior))
+    assert orjson.loads(update(back, x, 1.0).to_bytes())["ridge"] == 1.0  # stays v1-built
 
 
 @pytest.mark.parametrize(
     "raw",
-    [b"not json", b"{}", b'{"a_inv": [[1]], "b": [0]}', b'{"a_inv": "x", "b": []}'],
+    [
+        b"not json",
+        b"{}",
+        b'{"a_inv": [[1]], "b": [0]}',
+        b'{"a_inv": "x", "b": []}',
+        b'{"v": 2, "a_inv": [[1]], "b": [0], "ridge": 0}',
+    ],
 )
 def test_corrupt_or_foreign_arms_are_rejected(raw: bytes) -> None:
     with pytest.raises(ValueError):
@@ -144,7 +169,7 @@ async def exercise_store(bandits: BanditStore, peer: BanditStore | None = None) 
     x = np.full(linucb.DIM, 0.5)
     arms = await bandits.load("coding", ["m1", "m2"])
     assert arms["m1"].pulls == 0
-    np.testing.assert_array_equal(arms["m1"].a_inv, np.eye(linucb.DIM))
+    np.testing.assert_array_equal(arms["m1"].a_inv, np.eye(linucb.DIM) / linucb.PRIOR_PRECISION)
     updated = await bandits.update("coding", "m1", x, 1.0)
     assert updated is not None and updated.pulls == 1
     again = await bandits.load("coding", ["m1", "m2"])

@@ -78,11 +78,11 @@ def test_per_token_penalty_orders_models_by_price(tokens: int, weight: float) ->
 def closed_form_ucb(
     arm: LinUCBArm, x: np.ndarray, alpha: float, prior: np.ndarray, warm: float
 ) -> float:
-    """The ridge posterior under prior mean `prior` and precision 1 everywhere but
-    `warm` on learned_score, solved directly."""
-    precision = np.ones(arm.dim)
+    """The ridge posterior under prior mean `prior` and precision `arm.ridge` everywhere
+    but `warm` on learned_score, solved directly."""
+    precision = np.full(arm.dim, arm.ridge)
     precision[linucb.FEATURE_NAMES.index("learned_score")] = warm
-    a = np.linalg.inv(arm.a_inv) - np.eye(arm.dim) + np.diag(precision)
+    a = np.linalg.inv(arm.a_inv) - arm.ridge * np.eye(arm.dim) + np.diag(precision)
     theta = np.linalg.solve(a, arm.b + precision * prior)
     return float(theta @ x) + alpha * math.sqrt(float(x @ np.linalg.solve(a, x)))
 
@@ -92,14 +92,17 @@ def closed_form_ucb(
     seed=st.integers(0, 10_000),
     pulls=st.integers(0, 60),
     strength=st.floats(-1.0, 1.0),
-    warm=st.floats(1.0, 1000.0),
+    warm=st.floats(1.0, 5000.0),
     alpha=st.floats(0.0, 2.0),
+    ridge=st.sampled_from([1.0, linucb.PRIOR_PRECISION, 30.0]),
 )
 def test_warm_start_is_the_ridge_posterior_under_that_prior(
-    seed: int, pulls: int, strength: float, warm: float, alpha: float
+    seed: int, pulls: int, strength: float, warm: float, alpha: float, ridge: float
 ) -> None:
+    """Whatever ridge the arm was built on (1 for a stored v1 arm), and a warm start
+    above or below it."""
     rng = np.random.default_rng(seed)
-    arm = LinUCBArm.fresh()
+    arm = LinUCBArm.fresh(ridge=ridge)
     for _ in range(pulls):
         arm = update(arm, rng.random(linucb.DIM), float(rng.random()))
     x = rng.random(linucb.DIM)
