@@ -124,7 +124,8 @@ def bandit_feedback_scores(
     prompt: the linear fit with the bandit's information.
 
     `served` (True = strong, indexed by prompt) is the log it learns from, with
-    `propensity` the probability the logging policy served the strong model; by
+    `propensity` (needed by "ipw") the probability the logging policy served the
+    strong model; by
     default a fair coin (seeded) serves each prompt, the log with the most information
     about the gain that one outcome per prompt allows. Prompt order[t] is scored
     before its outcome is learned, as in `prequential_scores`. `estimator`:
@@ -138,8 +139,8 @@ def bandit_feedback_scores(
     if served is None:
         served = np.random.default_rng(seed).random(len(weak)) < 0.5
         propensity = np.full(len(weak), 0.5)
-    elif propensity is None:
-        raise ValueError("a given log needs its propensities")
+    elif propensity is None and estimator == "ipw":
+        raise ValueError("inverse-propensity weighting of a given log needs its propensities")
     d = x.shape[1]
     ys, yw = strong.astype(np.float64), weak.astype(np.float64)
     a_inv = [np.eye(d) / ridge, np.eye(d) / ridge]

@@ -104,9 +104,11 @@ def test_direct_bandit_feedback_score_is_the_difference_of_per_arm_ridges() -> N
         assert scores[i] == pytest.approx(float(x[i] @ (fit[1] - fit[0])), abs=1e-9)
 
 
-def test_a_given_log_needs_its_propensities() -> None:
+def test_inverse_propensity_weighting_of_a_given_log_needs_its_propensities() -> None:
     x, weak, strong = toy(10, 0)
+    served = np.ones(10, dtype=bool)
     with pytest.raises(ValueError):
-        bandit_feedback_scores(x, weak, strong, np.arange(10), np.ones(10, dtype=bool))
+        bandit_feedback_scores(x, weak, strong, np.arange(10), served, estimator="ipw")
+    assert bandit_feedback_scores(x, weak, strong, np.arange(10), served).shape == (10,)
     with pytest.raises(ValueError):
         bandit_feedback_scores(x, weak, strong, np.arange(10), estimator="dr")
