@@ -12,6 +12,8 @@ from typing import Any
 import numpy as np
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_difficulty_samples import hard_turn_text, request, user
 from tiergate.routing import difficulty, linucb
@@ -274,3 +276,45 @@ async def test_ttl_is_applied_to_arm_writes() -> None:
     store.transact = spy  # type: ignore[method-assign]
     await BanditStore(store, ttl=3600).update("coding", "m1", np.ones(linucb.DIM), 1.0)
     assert writes and writes[0].ttl == 3600
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    v1_pulls=st.integers(0, 8),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["old", "new"]), st.floats(-0.5, 1.0), st.integers(0, 99)),
+        max_size=12,
+    ),
+)
+def test_stored_v1_and_new_arms_learn_side_by_side(
+    v1_pulls: int, steps: list[tuple[str, float, int]]
+) -> None:
+    """A router whose store holds a v1 arm and gains a new one: every update through the
+    store equals the direct math, the v1 arm keeps ridge 1 and the new one starts from
+    PRIOR_PRECISION, whatever the order of updates."""
+    rng = np.random.default_rng(v1_pulls)
+    old = LinUCBArm.fresh(ridge=1.0)
+    for _ in range(v1_pulls):
+        old = update(old, rng.random(linucb.DIM), 0.5)
+    v1 = orjson.dumps(
+        {"v": 1, "a_inv": old.a_inv, "b": old.b, "pulls": old.pulls},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+    async def run() -> None:
+        store = MemoryStore()
+        bandits = BanditStore(store)
+        await store.set(bandits.key("r", "old"), v1)
+        expected = {"old": old, "new": LinUCBArm.fresh()}
+        for arm, r, seed in steps:
+            x = np.random.default_rng(seed).random(linucb.DIM)
+            await bandits.update("r", arm, x, r)
+            expected[arm] = update(expected[arm], x, r)
+        got = await bandits.load("r", ["old", "new"])
+        assert got["old"].ridge == 1.0 and got["new"].ridge == linucb.PRIOR_PRECISION
+        for name in ("old", "new"):
+            np.testing.assert_allclose(got[name].a_inv, expected[name].a_inv, rtol=1e-9)
+            np.testing.assert_allclose(got[name].b, expected[name].b, rtol=1e-9, atol=1e-12)
+            assert got[name].pulls == expected[name].pulls
+
+    asyncio.run(run())
