@@ -229,3 +229,31 @@ def test_greedy_bandit_without_exploration_can_lock_onto_one_model() -> None:
     decisions = greedy_bandit_decisions(x, weak, strong, order, margins=(-0.5, 0.1))
     assert decisions[:, 0].all()  # a negative margin: strong from the first prompt
     assert not decisions[:, 1].any()  # locked onto the weak model
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ctx=st.lists(st.floats(0.0, 1.0), min_size=linucb.DIM, max_size=linucb.DIM),
+    lo=st.floats(0.0, 1.0),
+    hi=st.floats(0.0, 1.0),
+    alpha=st.floats(0.0, 2.0),
+)
+def test_cold_arms_rank_by_the_warm_start(
+    ctx: list[float], lo: float, hi: float, alpha: float
+) -> None:
+    """Before any outcome the strongest candidate's score minus the weakest's grows with the
+    learned score, is zero where the score is zero, and stays within the prior slopes'
+    range: the warm start ranks, nothing else does, and no score runs away."""
+    axis = linucb.FEATURE_NAMES.index("learned_score")
+    fresh = LinUCBArm.fresh()
+    strong, weak = linucb.arm_prior(1.0), linucb.arm_prior(-1.0)
+
+    def gap(score: float) -> float:
+        x = np.array(ctx)
+        x[0], x[axis] = 1.0, score
+        return fresh.ucb(x, alpha, strong) - fresh.ucb(x, alpha, weak)
+
+    lo, hi = min(lo, hi), max(lo, hi)
+    assert gap(0.0) == pytest.approx(0.0, abs=1e-12)
+    assert gap(lo) <= gap(hi) + 1e-12
+    assert 0.0 <= gap(hi) <= 2 * linucb.PRIOR_SLOPE + 1e-12
