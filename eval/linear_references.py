@@ -106,3 +106,59 @@ def greedy_bandit_decisions(
             b[arm] = b[arm] + outcome[arm][i] * xi
             out[i, j] = bool(arm)
     return out
+
+
+def bandit_feedback_scores(
+    x: np.ndarray,
+    weak: np.ndarray,
+    strong: np.ndarray,
+    order: np.ndarray,
+    served: np.ndarray | None = None,
+    propensity: np.ndarray | None = None,
+    *,
+    estimator: str = "direct",
+    seed: int = 0,
+    ridge: float = 1.0,
+) -> np.ndarray:
+    """Online ridge of the gain that learns only the served model's outcome of each
+    prompt: the linear fit with the bandit's information.
+
+    `served` (True = strong, indexed by prompt) is the log it learns from, with
+    `propensity` (needed by "ipw") the probability the logging policy served the
+    strong model; by
+    default a fair coin (seeded) serves each prompt, the log with the most information
+    about the gain that one outcome per prompt allows. Prompt order[t] is scored
+    before its outcome is learned, as in `prequential_scores`. `estimator`:
+    - "direct": one ridge of correctness per model on the prompts it served; the
+      score is the difference of their predictions (what linucb's arms estimate);
+    - "ipw": one ridge on the inverse-propensity pseudo-gain
+      y_s 1[strong] / p - y_w 1[weak] / (1 - p), unbiased for the gain.
+    """
+    if estimator not in ("direct", "ipw"):
+        raise ValueError(f"estimator must be direct or ipw, got {estimator!r}")
+    if served is None:
+        served = np.random.default_rng(seed).random(len(weak)) < 0.5
+        propensity = np.full(len(weak), 0.5)
+    elif propensity is None and estimator == "ipw":
+        raise ValueError("inverse-propensity weighting of a given log needs its propensities")
+    d = x.shape[1]
+    ys, yw = strong.astype(np.float64), weak.astype(np.float64)
+    a_inv = [np.eye(d) / ridge, np.eye(d) / ridge]
+    b = [np.zeros(d), np.zeros(d)]
+    out = np.zeros(len(weak))
+    for i in order:
+        xi = x[i]
+        if estimator == "direct":
+            u = [a_inv[0] @ xi, a_inv[1] @ xi]
+            out[i] = float(b[1] @ u[1]) - float(b[0] @ u[0])
+            k = int(served[i])
+            y = ys[i] if k else yw[i]
+        else:
+            u = [a_inv[0] @ xi]
+            out[i] = float(b[0] @ u[0])
+            k = 0
+            p = float(propensity[i])  # type: ignore[index]
+            y = ys[i] / p if served[i] else -yw[i] / (1.0 - p)
+        a_inv[k] = a_inv[k] - np.outer(u[k], u[k]) / (1.0 + float(xi @ u[k]))
+        b[k] = b[k] + y * xi
+    return out

@@ -1,13 +1,14 @@
-"""Where linucb's APGR goes, on the development set: each ingredient switched off.
+"""Where linucb's APGR goes, on the development set: each ingredient changed alone.
 
-linucb differs from the prequential ridge (eval.linear_references) in three ways:
-bandit feedback (each arm learns only from the prompts it served), exploration
-(MIN_PULLS first, then EXPLORE_SHARE of requests hashed to an arm), and the prior
-(optimistic intercept, warm-start slope on learned_score). This replays linucb's
-decision rule (strategies._linucb for two arms; `variant(bandit=True, explore=True,
-prior=True)` makes the same decisions as the real strategy, which a test checks) with
-each ingredient on or off, under the gateway's per-token reward, over the training
-subjects with out-of-fold learned scores. It never reads the held-out subjects.
+linucb differs from the prequential ridge (eval.linear_references) in its information
+(each arm learns only from the prompts it served), its exploration (MIN_PULLS first,
+then EXPLORE_SHARE of requests hashed to an arm) and its prior (optimistic intercept,
+warm-start slope on learned_score). This replays linucb's two-arm rule with the
+batched replica (eval.linucb_sim; `Rule.gateway()` decides exactly as the real
+strategy, which a test checks) with one ingredient changed at a time, under the
+gateway's per-token reward, over the training subjects with out-of-fold learned
+scores, next to the linear-fit references on the same stream orders. It never reads
+the held-out subjects.
 
     .venv/bin/python -m eval.linucb_diagnostics [--data DIR] [--seeds N]
 """
@@ -15,91 +16,97 @@ subjects with out-of-fold learned scores. It never reads the held-out subjects.
 from __future__ import annotations
 
 import argparse
-import itertools
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from eval import common
-from eval.requestlevel_metrics import apgr, curve_from_decisions, with_endpoints
-from eval.routellm_mmlu import (
-    DEFAULT_COST_WEIGHTS,
-    OUTPUT_TOKENS,
-    STRONG,
-    WEAK,
-    Scored,
-    load_mmlu,
-    score_prompts,
-)
+from eval.linear_references import bandit_feedback_scores, prequential_scores
+from eval.linucb_sim import Rule, penalties, simulate, sweep_apgr
+from eval.routellm_mmlu import DEFAULT_COST_WEIGHTS, STRONG, WEAK, load_mmlu, score_prompts
+from eval.train_request_scorer import score_metrics
 from tiergate.routing import linucb
 
-
-@dataclass(frozen=True)
-class Variant:
-    bandit: bool  # False: both arms learn every prompt's outcome (full information)
-    explore: bool  # MIN_PULLS first and EXPLORE_SHARE hashed exploration
-    prior: bool  # optimistic intercept and the learned-score warm start
-
-    @property
-    def label(self) -> str:
-        return (
-            f"{'bandit feedback' if self.bandit else 'full information'}, "
-            f"exploration {'on' if self.explore else 'off'}, prior {'on' if self.prior else 'off'}"
-        )
+_LS = linucb.FEATURE_NAMES.index("learned_score")
 
 
-def decisions(
-    v: Variant,
-    scored: Scored,
-    weak: np.ndarray,
-    strong: np.ndarray,
-    order: np.ndarray,
-    cost_weight: float,
-    alpha: float = 0.5,
-) -> np.ndarray:
-    """linucb's two-arm decision rule (index 0 weak, first in balanced order) per prompt."""
-    arms = [linucb.LinUCBArm.fresh(), linucb.LinUCBArm.fresh()]
-    priors = [linucb.arm_prior(-1.0), linucb.arm_prior(1.0)] if v.prior else [None, None]
-    models, outcomes = (WEAK, STRONG), (weak, strong)
-    out = np.zeros(len(weak), dtype=bool)
-    for i in order:
-        x = scored.contexts[i]
-        ucb = [arms[k].ucb(x, alpha, priors[k]) for k in (0, 1)]
-        pulls = [a.pulls for a in arms]
-        if v.explore and min(pulls) < linucb.MIN_PULLS:
-            pick = min((min(pulls[k], linucb.MIN_PULLS), -ucb[k], k) for k in (0, 1))[2]
-        else:
-            pick = 0 if ucb[0] >= ucb[1] else 1
-            explored = linucb.exploration_pick(x, sum(pulls), 2) if v.explore else None
-            pick = pick if explored is None else explored
-        tokens = int(scored.prompt_tokens[i])
-        for k in (pick,) if v.bandit else (0, 1):
-            cost = models[k].estimated_cost(tokens, OUTPUT_TOKENS)
-            correct = bool(outcomes[k][i])
-            r = linucb.reward(correct, cost, tokens=tokens + OUTPUT_TOKENS, cost_weight=cost_weight)
-            arms[k] = linucb.update(arms[k], x, r)
-        out[i] = pick == 1
-    return out
+def _precision(rest: float, warm: float) -> np.ndarray:
+    p = np.full(linucb.DIM, rest)
+    p[_LS] = warm
+    return p
 
 
-def variant_apgr(
-    v: Variant, scored: Scored, weak: np.ndarray, strong: np.ndarray, order: np.ndarray
-) -> float:
-    d = np.stack([decisions(v, scored, weak, strong, order, w) for w in DEFAULT_COST_WEIGHTS], 1)
-    wa, sa = float(weak.mean()), float(strong.mean())
-    curve = curve_from_decisions(d, weak, strong, DEFAULT_COST_WEIGHTS)
-    return apgr(with_endpoints(curve, wa, sa), wa, sa)
+def _calibrated_prior(x: np.ndarray, weak: np.ndarray, strong: np.ndarray) -> tuple[
+    np.ndarray, np.ndarray
+]:  # fmt: skip
+    """Each model's correctness as intercept + slope on learned_score (least squares on
+    the development set: four numbers, the prior's best case)."""
+    design = np.column_stack([np.ones(len(weak)), x[:, _LS]])
+    out = []
+    for y in (weak, strong):
+        (c, s), *_ = np.linalg.lstsq(design, y.astype(np.float64), rcond=None)
+        m = np.zeros(linucb.DIM)
+        m[0], m[_LS] = c, s
+        out.append(m)
+    return out[0], out[1]
+
+
+def rules(x: np.ndarray, weak: np.ndarray, strong: np.ndarray) -> list[tuple[str, Rule]]:
+    g = Rule.gateway()
+    pinned = _precision(1e9, 1e9)
+    calibrated = _calibrated_prior(x, weak, strong)
+    return [
+        ("**linucb as shipped now**", g),
+        ("linucb before this change (priors worth 1, warm start 100, 5% exploration)",
+         Rule.previous()),
+        ("now, but exploration 5%", g.but(explore=0.05)),
+        ("now, but priors worth 1 observation", g.but(prior_precision=_precision(1.0, 1000.0))),
+        ("now, but warm start worth 100", g.but(prior_precision=_precision(10.0, 100.0))),
+        ("now, but no exploration after MIN_PULLS", g.but(explore=0.0)),
+        ("now, but ranked by the posterior mean (alpha 0)", g.but(alpha=0.0)),
+        ("now, but updates weighted by 1 / propensity", g.but(ipw=True)),
+        ("now, but arms learn quality only, cost subtracted when ranking",
+         g.but(known_cost=True)),
+        ("now, but exploration 20% decaying to 2% (1 / sqrt(t) after 200)",
+         g.but(explore_start=0.2, explore_decay=0.5)),
+        ("now, with full information (both arms learn every outcome)",
+         g.but(full_information=True)),
+        ("prior alone: every weight pinned to the fitted prior, cost subtracted, no "
+         "exploration", g.but(prior_mean=calibrated, prior_precision=pinned, known_cost=True,
+                              explore=0.0, min_pulls=0)),
+        ("prior, intercepts learned (slopes pinned), no exploration",
+         g.but(prior_precision=np.r_[10.0, [1e9] * 12], explore=0.0)),
+        ("prior, intercepts learned (slopes pinned), 2% exploration",
+         g.but(prior_precision=np.r_[10.0, [1e9] * 12])),
+    ]  # fmt: skip
+
+
+def references(
+    x: np.ndarray, weak: np.ndarray, strong: np.ndarray, logs: list[np.ndarray]
+) -> list[tuple[str, Callable[[int, np.ndarray], np.ndarray]]]:
+    """Linear fits swept over their score's deciles, one per stream order."""
+    return [
+        ("learned score alone (out-of-fold)", lambda s, o: x[:, _LS]),
+        ("linear fit, prequential, full information (both outcomes of every past prompt)",
+         lambda s, o: prequential_scores(x, weak, strong, o)),
+        ("linear fit, prequential, bandit information: a fair coin's log, per-model ridges",
+         lambda s, o: bandit_feedback_scores(x, weak, strong, o, seed=s)),
+        ("linear fit, prequential, bandit information: a fair coin's log, IPW ridge",
+         lambda s, o: bandit_feedback_scores(x, weak, strong, o, seed=s, estimator="ipw")),
+        ("linear fit, prequential, bandit information: linucb's own log at cost weight "
+         f"{linucb.DEFAULT_COST_WEIGHT}, per-model ridges",
+         lambda s, o: bandit_feedback_scores(x, weak, strong, o, logs[s])),
+    ]  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m eval.linucb_diagnostics",
-        description="linucb's ingredients switched off one by one, on the development set.",
+        description="linucb's ingredients changed one by one, on the development set.",
     )
     parser.add_argument("--data", type=Path, default=common.default_data_dir())
-    parser.add_argument("--seeds", type=int, default=2, help="stream orders")
+    parser.add_argument("--seeds", type=int, default=5, help="stream orders")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args(argv)
     from eval.train_request_scorer import held_out_subjects, out_of_fold_scores
@@ -109,17 +116,30 @@ def main(argv: Sequence[str] | None = None) -> int:
     data = data.subset(np.flatnonzero([d not in held for d in data.domains]))
     oof = out_of_fold_scores(data, show=not args.quiet)
     scored = score_prompts(data.prompts, show=not args.quiet)
-    for x, value in zip(scored.contexts, oof, strict=True):
-        x[linucb.FEATURE_NAMES.index("learned_score")] = value
+    x = np.stack(scored.contexts)
+    x[:, _LS] = oof
+    weak, strong = data.weak, data.strong
+    pen = penalties(scored.prompt_tokens, (WEAK, STRONG))
+    weights = np.array(DEFAULT_COST_WEIGHTS)
+    j0 = int(np.argmin(np.abs(weights - linucb.DEFAULT_COST_WEIGHT)))
     orders = [np.random.default_rng(s).permutation(len(data)) for s in range(args.seeds)]
-    rows = []
-    for bandit, explore, prior in itertools.product((True, False), repeat=3):
-        v = Variant(bandit, explore, prior)
-        runs = [variant_apgr(v, scored, data.weak, data.strong, o) for o in orders]
-        rows.append([v.label, f"{np.mean(runs):.3f}", ", ".join(f"{r:.3f}" for r in runs)])
+    rows, logs = [], []
+    for k, (label, rule) in enumerate(rules(x, weak, strong)):
+        runs = []
+        for o in orders:
+            d = simulate(rule, x, (weak * 1.0, strong * 1.0), pen, o, weights)
+            runs.append(sweep_apgr(d, weak, strong, weights))
+            if k == 0:  # the gateway's rule: its log feeds the last reference
+                logs.append(d[:, j0])
+        rows.append([label, f"{np.mean(runs):.3f}", ", ".join(f"{r:.3f}" for r in runs)])
         if not args.quiet:
             print(rows[-1], flush=True)
-    print(common.markdown_table(["linucb variant", "APGR", "per stream order"], rows))
+    for label, fit in references(x, weak, strong, logs):
+        runs = [score_metrics(fit(s, o), weak, strong)["apgr"] for s, o in enumerate(orders)]
+        rows.append([label, f"{np.mean(runs):.3f}", ", ".join(f"{r:.3f}" for r in runs)])
+        if not args.quiet:
+            print(rows[-1], flush=True)
+    print(common.markdown_table(["variant (development set)", "APGR", "per stream order"], rows))
     return 0
 
 

@@ -107,6 +107,9 @@ _STYLE: dict[str, tuple[str, str, str]] = {
     "linear_fit_cross_fitted": (common.OKABE_ITO["yellow"], "X", ":"),
     "linear_fit_prequential": (common.OKABE_ITO["sky_blue"], "*", "-."),
     "greedy_bandit": (common.OKABE_ITO["green"], "1", ":"),
+    "linear_fit_bandit_coin_direct": (common.OKABE_ITO["blue"], "2", ":"),
+    "linear_fit_bandit_coin_ipw": (common.OKABE_ITO["purple"], "3", ":"),
+    "linear_fit_linucb_log_direct": (common.OKABE_ITO["vermillion"], "4", ":"),
     "optimal": (common.OKABE_ITO["green"], "x", "-."),
 }
 

@@ -33,6 +33,7 @@ import numpy as np
 from eval import common
 from eval.linear_references import (
     GREEDY_MARGINS,
+    bandit_feedback_scores,
     cross_fitted_scores,
     greedy_bandit_decisions,
     in_sample_scores,
@@ -382,6 +383,23 @@ def run(
             ("linear_fit_cross_fitted", [cross_fitted_scores(x, data.weak, data.strong)]),
             ("linear_fit_prequential",
              [prequential_scores(x, data.weak, data.strong, o) for o in orders]),
+        )
+    ]  # fmt: skip
+    # the linear fit with the bandit's information: one outcome per prompt, from a fair
+    # coin's log (seeded per order) or from linucb's own log at the default cost weight
+    j0 = int(np.argmin([abs(w - linucb.DEFAULT_COST_WEIGHT) for w in cost_weights]))
+    linear += [
+        _score_sweep(name, runs, bins, data, draws)
+        for name, runs in (
+            ("linear_fit_bandit_coin_direct",
+             [bandit_feedback_scores(x, data.weak, data.strong, o, seed=s)
+              for s, o in enumerate(orders)]),
+            ("linear_fit_bandit_coin_ipw",
+             [bandit_feedback_scores(x, data.weak, data.strong, o, seed=s, estimator="ipw")
+              for s, o in enumerate(orders)]),
+            ("linear_fit_linucb_log_direct",
+             [bandit_feedback_scores(x, data.weak, data.strong, o, per_seed[s][j0])
+              for s, o in enumerate(orders)]),
         )
     ]  # fmt: skip
     greedy_sets = [greedy_bandit_decisions(x, data.weak, data.strong, o) for o in orders]

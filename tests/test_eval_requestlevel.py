@@ -205,14 +205,17 @@ def test_mmlu_run_on_generated_data_has_the_report_shape(tmp_path: Path) -> None
     names = [r["name"] for r in results["routers"]]
     assert names == [
         "learned", "gated_adaptive", "linucb", "linear_fit_in_sample",
-        "linear_fit_cross_fitted", "linear_fit_prequential", "greedy_bandit", "prompt_length",
-        "random",
+        "linear_fit_cross_fitted", "linear_fit_prequential", "linear_fit_bandit_coin_direct",
+        "linear_fit_bandit_coin_ipw", "linear_fit_linucb_log_direct", "greedy_bandit",
+        "prompt_length", "random",
     ]  # fmt: skip
     by_name = {r["name"]: r for r in results["routers"]}
     for name in ("learned", "gated_adaptive", "prompt_length", "linear_fit_cross_fitted"):
         points = by_name[name]["mean_points"]
         assert points[0]["share"] == 1.0 and points[-1]["share"] == 0.0
-    assert by_name["linear_fit_prequential"]["runs"] == 2  # one per stream order
+    for name in ("linear_fit_prequential", "linear_fit_bandit_coin_direct",
+                 "linear_fit_linucb_log_direct"):  # fmt: skip
+        assert by_name[name]["runs"] == 2  # one per stream order
     assert by_name["random"]["mean_points"][0]["accuracy"] == pytest.approx(data.weak.mean())
     shares = results["diagnostics"]["linucb_strong_share_at_default_cost_weight"]
     assert len(shares) == 2 and all(0.0 <= v <= 1.0 for v in shares)
@@ -372,18 +375,17 @@ def test_out_of_fold_learned_scores_come_from_folds_that_never_saw_the_subject()
     np.testing.assert_array_equal(out_of_fold_scores(flipped)[own], scores[own])
 
 
-def test_linucb_diagnostics_replays_the_real_strategy() -> None:
-    """With every ingredient on, the diagnostic's replay of linucb's rule makes exactly
-    the decisions of the real strategy code (routellm_mmlu.linucb_prequential)."""
-    from eval.linucb_diagnostics import Variant, decisions
+def test_linucb_diagnostics_start_from_the_gateways_rule() -> None:
+    """The first row is the rule the real strategy runs (tests/test_linucb_sim.py checks
+    the replica against it); every other row changes that rule or is a reference."""
+    from eval.linucb_diagnostics import rules
+    from eval.linucb_sim import Rule
 
-    rng = np.random.default_rng(11)
-    n = 300
-    prompts = [f"Item {i}: {'why ' * (i % 7)}which?\nA. a\nB. b\nAnswer:" for i in range(n)]
-    weak, strong = rng.random(n) < 0.6, rng.random(n) < 0.8
-    scored = routellm_mmlu.score_prompts(prompts, show=False)
-    order = rng.permutation(n)
-    for weight in (0.0, 0.3, 1.0):
-        real = routellm_mmlu.linucb_prequential(scored, weak, strong, order, weight, 0.5)
-        replay = decisions(Variant(True, True, True), scored, weak, strong, order, weight)
-        np.testing.assert_array_equal(replay, real)
+    rng = np.random.default_rng(0)
+    x = rng.random((50, linucb.DIM))
+    weak, strong = rng.random(50) < 0.6, rng.random(50) < 0.8
+    listed = rules(x, weak, strong)
+    first, gateway = listed[0][1], Rule.gateway()
+    assert first.explore == gateway.explore and first.alpha == gateway.alpha
+    np.testing.assert_array_equal(first.prior_precision, gateway.prior_precision)
+    assert len({label for label, _ in listed}) == len(listed)

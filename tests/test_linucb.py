@@ -10,7 +10,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from test_difficulty_samples import hard_turn_text, request, user
 from tiergate.routing import difficulty, linucb
@@ -128,11 +131,35 @@ def test_arm_roundtrips_exactly_through_bytes() -> None:
     np.testing.assert_array_equal(back.a_inv, arm.a_inv)
     np.testing.assert_array_equal(back.b, arm.b)
     assert back.pulls == arm.pulls
+    assert back.ridge == arm.ridge == linucb.PRIOR_PRECISION
+
+
+def test_a_v1_arm_decodes_with_the_ridge_it_was_built_on() -> None:
+    """Arms stored before the ridge was (format v1) were built on a ridge of 1; they
+    keep it, so their prior mean is weighted as it was when they were trained."""
+    arm = LinUCBArm.fresh(ridge=1.0)
+    for k in range(5):
+        arm = update(arm, np.full(linucb.DIM, 0.1 * (k + 1)), 0.7)
+    v1 = orjson.dumps(
+        {"v": 1, "a_inv": arm.a_inv, "b": arm.b, "pulls": arm.pulls},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+    back = LinUCBArm.from_bytes(v1)
+    assert back.ridge == 1.0 and back.pulls == 5
+    x, prior = np.full(linucb.DIM, 0.4), linucb.arm_prior(1.0)
+    assert back.ucb(x, 0.5, prior) == pytest.approx(arm.ucb(x, 0.5, prior))
+    assert orjson.loads(update(back, x, 1.0).to_bytes())["ridge"] == 1.0  # stays v1-built
 
 
 @pytest.mark.parametrize(
     "raw",
-    [b"not json", b"{}", b'{"a_inv": [[1]], "b": [0]}', b'{"a_inv": "x", "b": []}'],
+    [
+        b"not json",
+        b"{}",
+        b'{"a_inv": [[1]], "b": [0]}',
+        b'{"a_inv": "x", "b": []}',
+        b'{"v": 2, "a_inv": [[1]], "b": [0], "ridge": 0}',
+    ],
 )
 def test_corrupt_or_foreign_arms_are_rejected(raw: bytes) -> None:
     with pytest.raises(ValueError):
@@ -144,7 +171,7 @@ async def exercise_store(bandits: BanditStore, peer: BanditStore | None = None) 
     x = np.full(linucb.DIM, 0.5)
     arms = await bandits.load("coding", ["m1", "m2"])
     assert arms["m1"].pulls == 0
-    np.testing.assert_array_equal(arms["m1"].a_inv, np.eye(linucb.DIM))
+    np.testing.assert_array_equal(arms["m1"].a_inv, np.eye(linucb.DIM) / linucb.PRIOR_PRECISION)
     updated = await bandits.update("coding", "m1", x, 1.0)
     assert updated is not None and updated.pulls == 1
     again = await bandits.load("coding", ["m1", "m2"])
@@ -249,3 +276,45 @@ async def test_ttl_is_applied_to_arm_writes() -> None:
     store.transact = spy  # type: ignore[method-assign]
     await BanditStore(store, ttl=3600).update("coding", "m1", np.ones(linucb.DIM), 1.0)
     assert writes and writes[0].ttl == 3600
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    v1_pulls=st.integers(0, 8),
+    steps=st.lists(
+        st.tuples(st.sampled_from(["old", "new"]), st.floats(-0.5, 1.0), st.integers(0, 99)),
+        max_size=12,
+    ),
+)
+def test_stored_v1_and_new_arms_learn_side_by_side(
+    v1_pulls: int, steps: list[tuple[str, float, int]]
+) -> None:
+    """A router whose store holds a v1 arm and gains a new one: every update through the
+    store equals the direct math, the v1 arm keeps ridge 1 and the new one starts from
+    PRIOR_PRECISION, whatever the order of updates."""
+    rng = np.random.default_rng(v1_pulls)
+    old = LinUCBArm.fresh(ridge=1.0)
+    for _ in range(v1_pulls):
+        old = update(old, rng.random(linucb.DIM), 0.5)
+    v1 = orjson.dumps(
+        {"v": 1, "a_inv": old.a_inv, "b": old.b, "pulls": old.pulls},
+        option=orjson.OPT_SERIALIZE_NUMPY,
+    )
+
+    async def run() -> None:
+        store = MemoryStore()
+        bandits = BanditStore(store)
+        await store.set(bandits.key("r", "old"), v1)
+        expected = {"old": old, "new": LinUCBArm.fresh()}
+        for arm, r, seed in steps:
+            x = np.random.default_rng(seed).random(linucb.DIM)
+            await bandits.update("r", arm, x, r)
+            expected[arm] = update(expected[arm], x, r)
+        got = await bandits.load("r", ["old", "new"])
+        assert got["old"].ridge == 1.0 and got["new"].ridge == linucb.PRIOR_PRECISION
+        for name in ("old", "new"):
+            np.testing.assert_allclose(got[name].a_inv, expected[name].a_inv, rtol=1e-9)
+            np.testing.assert_allclose(got[name].b, expected[name].b, rtol=1e-9, atol=1e-12)
+            assert got[name].pulls == expected[name].pulls
+
+    asyncio.run(run())

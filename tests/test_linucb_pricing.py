@@ -78,11 +78,11 @@ def test_per_token_penalty_orders_models_by_price(tokens: int, weight: float) ->
 def closed_form_ucb(
     arm: LinUCBArm, x: np.ndarray, alpha: float, prior: np.ndarray, warm: float
 ) -> float:
-    """The ridge posterior under prior mean `prior` and precision 1 everywhere but
-    `warm` on learned_score, solved directly."""
-    precision = np.ones(arm.dim)
+    """The ridge posterior under prior mean `prior` and precision `arm.ridge` everywhere
+    but `warm` on learned_score, solved directly."""
+    precision = np.full(arm.dim, arm.ridge)
     precision[linucb.FEATURE_NAMES.index("learned_score")] = warm
-    a = np.linalg.inv(arm.a_inv) - np.eye(arm.dim) + np.diag(precision)
+    a = np.linalg.inv(arm.a_inv) - arm.ridge * np.eye(arm.dim) + np.diag(precision)
     theta = np.linalg.solve(a, arm.b + precision * prior)
     return float(theta @ x) + alpha * math.sqrt(float(x @ np.linalg.solve(a, x)))
 
@@ -92,14 +92,17 @@ def closed_form_ucb(
     seed=st.integers(0, 10_000),
     pulls=st.integers(0, 60),
     strength=st.floats(-1.0, 1.0),
-    warm=st.floats(1.0, 1000.0),
+    warm=st.floats(1.0, 5000.0),
     alpha=st.floats(0.0, 2.0),
+    ridge=st.sampled_from([1.0, linucb.PRIOR_PRECISION, 30.0]),
 )
 def test_warm_start_is_the_ridge_posterior_under_that_prior(
-    seed: int, pulls: int, strength: float, warm: float, alpha: float
+    seed: int, pulls: int, strength: float, warm: float, alpha: float, ridge: float
 ) -> None:
+    """Whatever ridge the arm was built on (1 for a stored v1 arm), and a warm start
+    above or below it."""
     rng = np.random.default_rng(seed)
-    arm = LinUCBArm.fresh()
+    arm = LinUCBArm.fresh(ridge=ridge)
     for _ in range(pulls):
         arm = update(arm, rng.random(linucb.DIM), float(rng.random()))
     x = rng.random(linucb.DIM)
@@ -226,3 +229,31 @@ def test_greedy_bandit_without_exploration_can_lock_onto_one_model() -> None:
     decisions = greedy_bandit_decisions(x, weak, strong, order, margins=(-0.5, 0.1))
     assert decisions[:, 0].all()  # a negative margin: strong from the first prompt
     assert not decisions[:, 1].any()  # locked onto the weak model
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    ctx=st.lists(st.floats(0.0, 1.0), min_size=linucb.DIM, max_size=linucb.DIM),
+    lo=st.floats(0.0, 1.0),
+    hi=st.floats(0.0, 1.0),
+    alpha=st.floats(0.0, 2.0),
+)
+def test_cold_arms_rank_by_the_warm_start(
+    ctx: list[float], lo: float, hi: float, alpha: float
+) -> None:
+    """Before any outcome the strongest candidate's score minus the weakest's grows with the
+    learned score, is zero where the score is zero, and stays within the prior slopes'
+    range: the warm start ranks, nothing else does, and no score runs away."""
+    axis = linucb.FEATURE_NAMES.index("learned_score")
+    fresh = LinUCBArm.fresh()
+    strong, weak = linucb.arm_prior(1.0), linucb.arm_prior(-1.0)
+
+    def gap(score: float) -> float:
+        x = np.array(ctx)
+        x[0], x[axis] = 1.0, score
+        return fresh.ucb(x, alpha, strong) - fresh.ucb(x, alpha, weak)
+
+    lo, hi = min(lo, hi), max(lo, hi)
+    assert gap(0.0) == pytest.approx(0.0, abs=1e-12)
+    assert gap(lo) <= gap(hi) + 1e-12
+    assert 0.0 <= gap(hi) <= 2 * linucb.PRIOR_SLOPE + 1e-12

@@ -16,9 +16,10 @@ being an optimistic intercept (every arm looks as good as a perfect reply until
 it has been tried) and, as warm start, a slope on the learned request score
 (routing.learned) that favours the stronger arm on requests that score high. The
 prior is applied when scoring, never stored, so it can change without
-invalidating stored arms. On top, every arm is tried `MIN_PULLS` times before
-the UCB decides, and `EXPLORE_SHARE` of requests after that explore (forced
-exploration).
+invalidating stored arms; its precision is the arm's ridge (PRIOR_PRECISION, stored
+with the arm since format v2) and WARM_START_PRECISION on the warm-start slope.
+On top, every arm is tried `MIN_PULLS` times before the UCB decides, and
+`EXPLORE_SHARE` of requests after that explore (forced exploration).
 
 The math here is pure numpy; `BanditStore` persists arms in the shared
 StateStore so every gateway instance learns from every other's traffic,
@@ -83,20 +84,28 @@ PRIOR_SLOPE = 0.5
 """Warm start: prior weight on learned_score for the strongest candidate (+) and the
 weakest (-); the reward gap it implies, 1.0 across the score's range, is the most
 the quality term can differ by."""
-WARM_START_PRECISION = 100.0
+PRIOR_PRECISION = 10.0
+"""The ridge of a fresh arm: every weight's prior counts as this many observations.
+Under bandit feedback each arm learns only from the requests it served, a biased
+sample of the contexts, and its free fit of twelve weights adds more noise to the
+arms' difference than signal (issue 17: on the MMLU development set a prior worth one
+observation scored 0.569-0.571, worth ten 0.576-0.580 over 5 stream orders). Arms
+stored before it (format v1) keep the ridge of one they were built with."""
+WARM_START_PRECISION = 1000.0
 """How firmly the warm start holds: the prior on learned_score's weight counts as this
-many observations (every other weight's prior counts as `ridge`, i.e. one). With a
-prior worth one observation the slope washed out within the first few dozen pulls,
-and each arm's noisy fit of the other twelve weights decided instead; at 100 the
-learned scorer's ranking leads until a few hundred pulls say otherwise. Applied when
-scoring, as a rank-one update of the stored A^-1, so stored arms are unchanged."""
+many observations. With a prior worth one observation the slope washed out within the
+first few dozen pulls; at 1,000 the learned scorer's ranking leads until about as many
+pulls say otherwise. Applied when scoring, as a rank-one update of the stored A^-1, so
+stored arms are unchanged."""
 MIN_PULLS = 2 * DIM
 """Forced exploration: every arm is served this many times before the UCB ranks."""
-EXPLORE_SHARE = 0.05
+EXPLORE_SHARE = 0.02
 """Forced exploration after that: this share of requests goes to an arm picked by a
 hash of the context and the pull count, so an arm whose early estimate came out low
 keeps being sampled and cannot be shut out for good (the UCB width alone does not
-reopen an arm whose mean estimate sits below the others')."""
+reopen an arm whose mean estimate sits below the others'). It is a floor, paid on
+every request, so it is kept small: the warm start already sends each arm the
+requests it is likeliest to win, and 2% keeps every arm sampled everywhere."""
 
 
 def context_vector(
@@ -176,16 +185,18 @@ def arm_prior(strength: float, dim: int = DIM) -> np.ndarray:
 
 @dataclass(slots=True)
 class LinUCBArm:
-    """One arm's ridge regression state: A^-1 (d x d), b (d), and its pull count."""
+    """One arm's ridge regression state: A^-1 (d x d), b (d), its pull count, and the
+    ridge it started from (A = ridge * I + sum of x x^T)."""
 
     a_inv: np.ndarray
     b: np.ndarray
     pulls: int = 0
+    ridge: float = 1.0
 
     @classmethod
-    def fresh(cls, dim: int = DIM, ridge: float = 1.0) -> LinUCBArm:
-        """A = ridge * I: no data yet, maximal uncertainty in every direction."""
-        return cls(a_inv=np.eye(dim) / ridge, b=np.zeros(dim), pulls=0)
+    def fresh(cls, dim: int = DIM, ridge: float = PRIOR_PRECISION) -> LinUCBArm:
+        """A = ridge * I: no data yet, the prior's uncertainty in every direction."""
+        return cls(a_inv=np.eye(dim) / ridge, b=np.zeros(dim), pulls=0, ridge=ridge)
 
     @property
     def dim(self) -> int:
@@ -200,25 +211,29 @@ class LinUCBArm:
         x: np.ndarray,
         alpha: float,
         prior: np.ndarray | None = None,
-        ridge: float = 1.0,
+        ridge: float | None = None,
         warm_start: float | None = None,
     ) -> float:
         """Predicted reward plus alpha times its standard-error-like width; with a
-        prior, the ridge fit shrinks towards `prior` instead of 0.
+        prior, the ridge fit shrinks towards `prior` instead of 0 (`ridge`, by
+        default the arm's own, is the prior's precision).
 
         `warm_start` (default WARM_START_PRECISION for a DIM-sized arm with a prior)
         is the prior precision of the learned_score weight: A gains
-        (warm_start - ridge) on that diagonal entry, applied to the stored A^-1 by
-        Sherman-Morrison, so the arm's fit is the ridge posterior under that prior.
+        (warm_start - ridge) on that diagonal entry (loses it, when below), applied
+        to the stored A^-1 by Sherman-Morrison, so the arm's fit is the ridge
+        posterior under that prior.
         """
         u = self.a_inv @ x
         if prior is None:
             return float(self.b @ u) + alpha * math.sqrt(max(float(x @ u), 0.0))
+        if ridge is None:
+            ridge = self.ridge
         b = self.b + ridge * prior
         if warm_start is None:
             warm_start = WARM_START_PRECISION if self.dim == DIM else ridge
         extra = warm_start - ridge
-        if extra > 0 and self.dim == DIM:
+        if extra != 0 and self.dim == DIM:
             g = self.a_inv[:, _LEARNED]  # A^-1 e, e the learned_score axis; g.x = u[e]
             u = u - g * (extra * float(u[_LEARNED]) / (1.0 + extra * float(g[_LEARNED])))
             b[_LEARNED] += extra * prior[_LEARNED]  # b is a fresh array here
@@ -226,25 +241,31 @@ class LinUCBArm:
 
     def to_bytes(self) -> bytes:
         return orjson.dumps(
-            {"v": 1, "a_inv": self.a_inv, "b": self.b, "pulls": self.pulls},
+            {"v": 2, "a_inv": self.a_inv, "b": self.b, "pulls": self.pulls, "ridge": self.ridge},
             option=orjson.OPT_SERIALIZE_NUMPY,
         )
 
     @classmethod
     def from_bytes(cls, raw: bytes, dim: int = DIM) -> LinUCBArm:
-        """Decode a stored arm; ValueError if it is corrupt or of another dimension."""
+        """Decode a stored arm; ValueError if it is corrupt or of another dimension.
+
+        Format v1 (before the ridge was stored) was always built on a ridge of 1.
+        """
         try:
             data = orjson.loads(raw)
             a_inv = np.array(data["a_inv"], dtype=np.float64)
             b = np.array(data["b"], dtype=np.float64)
             pulls = int(data.get("pulls", 0))
+            ridge = float(data.get("ridge", 1.0))
         except (orjson.JSONDecodeError, KeyError, TypeError, ValueError) as err:
             raise ValueError(f"corrupt bandit arm: {err}") from None
         if a_inv.shape != (dim, dim) or b.shape != (dim,):
             raise ValueError(f"bandit arm has dimension {b.shape}, expected ({dim},)")
         if not (np.isfinite(a_inv).all() and np.isfinite(b).all()):
             raise ValueError("bandit arm holds non-finite numbers")
-        return cls(a_inv=a_inv, b=b, pulls=pulls)
+        if not (math.isfinite(ridge) and ridge > 0):
+            raise ValueError(f"bandit arm has ridge {ridge}, expected > 0")
+        return cls(a_inv=a_inv, b=b, pulls=pulls, ridge=ridge)
 
 
 def update(arm: LinUCBArm, x: np.ndarray, reward: float) -> LinUCBArm:
@@ -256,7 +277,7 @@ def update(arm: LinUCBArm, x: np.ndarray, reward: float) -> LinUCBArm:
     u = arm.a_inv @ x
     a_inv = arm.a_inv - np.outer(u, u) / (1.0 + float(x @ u))
     a_inv = (a_inv + a_inv.T) / 2.0
-    return LinUCBArm(a_inv=a_inv, b=arm.b + reward * x, pulls=arm.pulls + 1)
+    return LinUCBArm(a_inv=a_inv, b=arm.b + reward * x, pulls=arm.pulls + 1, ridge=arm.ridge)
 
 
 def ucb_scores(arms: Mapping[str, LinUCBArm], x: np.ndarray, alpha: float) -> dict[str, float]:
@@ -337,7 +358,7 @@ class BanditStore:
         *,
         prefix: str = "bandit:",
         dim: int = DIM,
-        ridge: float = 1.0,
+        ridge: float = PRIOR_PRECISION,
         ttl: float | None = None,
         retries: int = 32,
     ) -> None:

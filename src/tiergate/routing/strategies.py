@@ -355,9 +355,10 @@ def _gated_adaptive(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
 def _linucb(cands: list[Candidate], ctx: StrategyContext) -> list[str]:
     """Arms still under linucb.MIN_PULLS first (fewest pulls first: forced
     exploration), then highest UCB under the arm priors (linucb.arm_prior, strength
-    by configured quality; the learned-score slope held at linucb.WARM_START_PRECISION);
-    ties keep balanced order. On linucb.EXPLORE_SHARE of
-    requests one arm, picked by linucb.exploration_pick, goes first instead."""
+    by configured quality; each weight's prior worth the arm's ridge, linucb.PRIOR_PRECISION
+    for new arms, the learned-score slope linucb.WARM_START_PRECISION); ties keep
+    balanced order. On linucb.EXPLORE_SHARE of requests one arm, picked by
+    linucb.exploration_pick, goes first instead."""
     x = ctx.bandit_context()
     arms = ctx.bandit_arms or {}
     fresh = linucb.LinUCBArm.fresh(x.shape[0])
