@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 
 from tiergate.formats.openai import parse_request
+from tiergate.routing import session_scorer
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.session_scorer import FEATURE_NAMES, features
 from tiergate.routing.strikes import request_strikes
@@ -88,7 +89,9 @@ def protocol_of(doc: dict[str, Any]) -> str:
 
 
 def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) -> Extracted:
-    """Features of every turn; `real` sessions are grouped by repository, synthetic by archetype."""
+    """Features of every turn; `real` sessions are grouped by repository, synthetic by archetype.
+    Every feature is computed, the task-difficulty score too (feature set v3)."""
+    session_scorer.COMPUTE_TASK_DIFFICULTY = True
     rows: list[tuple[float, ...]] = []
     delta: list[float] = []
     strong: list[bool] = []

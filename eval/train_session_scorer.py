@@ -226,9 +226,10 @@ class TaskScores:
             if self.folds.get(inst) != f:
                 raise SystemExit(f"task-difficulty folds differ from ours at {inst}")
 
-    def column(self, d: Extracted, key: Callable[[int], str]) -> Extracted:
-        """`d` with its task_difficulty column replaced: session s reads key(s)."""
-        table = self.synthetic if is_synthetic(d).all() else self.real
+    def column(self, d: Extracted, key: Callable[[int], str], synthetic: bool = False) -> Extracted:
+        """`d` with its task_difficulty column replaced: session s reads key(s) (from the
+        default synthetic corpus' table if `synthetic`)."""
+        table = self.synthetic if synthetic else self.real
         values = np.array([table[str(sid)][key(s)] for s, sid in enumerate(d.session_id)])
         x = d.x.copy()
         x[:, TD_COL] = values[d.session]
@@ -275,7 +276,7 @@ def foldout(
                 g_of = fold[~held]
                 train_real = td.column(train_real, lambda s, g_of=g_of, f=f: pair(f, g_of[s]))
                 test = td.column(test, lambda s, f=f: str(f))
-                synth_f = td.column(synth, lambda s, f=f: str(f))
+                synth_f = td.column(synth, lambda s, f=f: str(f), synthetic=True)
             else:
                 assert inst_fold is not None
                 own_tr, own_te = inst_fold[~held], inst_fold[held]
@@ -407,6 +408,8 @@ def main(argv: list[str] | None = None) -> int:
     synth = data["synthetic"]
     fold = instance_folds(real, FOLDS)
     td = TaskScores.load(args.task_difficulty_scores) if args.task_difficulty_scores else None
+    if args.feature_set == "v3" and td is None:
+        ap.error("--feature-set v3 needs --task-difficulty-scores")
     if td is not None:
         td.check(real, fold)
     grid = grid_search(real, synth, fold, td, args.feature_set)

@@ -136,9 +136,14 @@ def test_scoring_a_long_task_text_is_cheap() -> None:
     assert (time.perf_counter() - start) / 5 < 0.05
 
 
-def test_the_session_scorer_reads_it_once_per_task_text() -> None:
+def test_the_session_scorer_reads_it_once_per_task_text(monkeypatch: pytest.MonkeyPatch) -> None:
     assert FEATURE_NAMES[-1] == "task_difficulty"
+    # the shipped v2 artifact does not read it, so the gateway does not compute it
+    assert "task_difficulty" not in session_scorer.shipped().names
+    assert task_text(ISSUE).difficulty == 0.0
+    monkeypatch.setattr(session_scorer, "COMPUTE_TASK_DIFFICULTY", True)
     t = task_text(ISSUE)
+    assert t.difficulty > 0.0
     assert t.difficulty == pytest.approx(task_difficulty.task_difficulty(ISSUE))
     assert task_text("").difficulty == 0.0
     # the earlier artifacts read a prefix of the features and still load

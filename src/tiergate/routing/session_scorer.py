@@ -53,6 +53,9 @@ TASK_TOKEN_LIMIT = 4000
 TASK_CHAR_LIMIT = 32_000
 #: Contributions listed in the audit event.
 REASONS_KEPT = 4
+#: Compute the task-difficulty score even when the shipped artifact does not read it
+#: (the offline trainers set this; the gateway then skips it: v2 does not read it).
+COMPUTE_TASK_DIFFICULTY = False
 
 FEATURE_NAMES: tuple[str, ...] = (
     # behaviour (routing.progress counts)
@@ -118,7 +121,8 @@ class TaskText:
 
 def task_text(text: str) -> TaskText:
     """Statistics of a task description (bounded by TASK_CHAR_LIMIT / TASK_TOKEN_LIMIT),
-    and its task-difficulty score (bounded likewise, routing.task_difficulty)."""
+    and its task-difficulty score (bounded likewise, routing.task_difficulty; 0 unless
+    the shipped artifact reads it or COMPUTE_TASK_DIFFICULTY is set)."""
     text = text[:TASK_CHAR_LIMIT]
     if not text:
         return TaskText()
@@ -140,8 +144,12 @@ def task_text(text: str) -> TaskText:
         upper_share=upper / max(letters, 1),
         identifier_share=ident / max(len(words), 1),
         type_token_ratio=len(set(words)) / max(len(words), 1),
-        difficulty=task_difficulty(text),
+        difficulty=task_difficulty(text) if _reads_task_difficulty() else 0.0,
     )
+
+
+def _reads_task_difficulty() -> bool:
+    return COMPUTE_TASK_DIFFICULTY or "task_difficulty" in shipped().names
 
 
 def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, ...]:

@@ -133,8 +133,9 @@ class TaskDifficulty:
         for x, m, s, w in zip(shape(text), self.mean, self.scale, self.shape_weights, strict=True):
             z += w * (x - m) / s
         weights = self.ngram_weights
-        for i, v in hashed(text, self.buckets, self.bigrams).items():
-            z += weights.get(i, 0.0) * v
+        if weights:  # a shape-only artifact skips the hashing
+            for i, v in hashed(text, self.buckets, self.bigrams).items():
+                z += weights.get(i, 0.0) * v
         return z
 
     def score(self, text: str) -> float:
