@@ -140,6 +140,7 @@ def test_the_session_scorer_reads_it_once_per_task_text(monkeypatch: pytest.Monk
     assert FEATURE_NAMES[-1] == "task_difficulty"
     # the shipped v2 artifact does not read it, so the gateway does not compute it
     assert "task_difficulty" not in session_scorer.shipped().names
+    monkeypatch.setattr(session_scorer, "COMPUTE_TASK_DIFFICULTY", False)
     assert task_text(ISSUE).difficulty == 0.0
     monkeypatch.setattr(session_scorer, "COMPUTE_TASK_DIFFICULTY", True)
     t = task_text(ISSUE)
@@ -150,3 +151,15 @@ def test_the_session_scorer_reads_it_once_per_task_text(monkeypatch: pytest.Monk
     for name in ("session_scorer_v1.json", "session_scorer_v2.json"):
         scorer = session_scorer.load(name)
         assert "task_difficulty" not in scorer.names
+
+
+def test_offline_extraction_computes_it_and_leaves_the_gateway_setting_alone() -> None:
+    from eval.session_scorer_data import extract
+
+    from tiergate.replay.generator import generate_corpus
+
+    before = session_scorer.COMPUTE_TASK_DIFFICULTY
+    data = extract(generate_corpus(3, 4), real=False)
+    assert before == session_scorer.COMPUTE_TASK_DIFFICULTY
+    col = data.x[:, FEATURE_NAMES.index("task_difficulty")]
+    assert (col > 0.0).all() and (col < 1.0).all()
