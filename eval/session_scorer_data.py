@@ -21,6 +21,7 @@ import numpy as np
 import orjson
 
 from tiergate.formats.openai import parse_request
+from tiergate.routing import session_scorer
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.session_scorer import FEATURE_NAMES, features
 from tiergate.routing.strikes import request_strikes
@@ -88,7 +89,18 @@ def protocol_of(doc: dict[str, Any]) -> str:
 
 
 def extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any = None) -> Extracted:
-    """Features of every turn; `real` sessions are grouped by repository, synthetic by archetype."""
+    """Features of every turn; `real` sessions are grouped by repository, synthetic by archetype.
+    Every feature is computed, the task-difficulty score too (feature set v3), which the
+    gateway skips while the shipped artifact does not read it."""
+    before = session_scorer.COMPUTE_TASK_DIFFICULTY
+    session_scorer.COMPUTE_TASK_DIFFICULTY = True
+    try:
+        return _extract(sessions, real, tick)
+    finally:
+        session_scorer.COMPUTE_TASK_DIFFICULTY = before
+
+
+def _extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any) -> Extracted:
     rows: list[tuple[float, ...]] = []
     delta: list[float] = []
     strong: list[bool] = []

@@ -177,12 +177,19 @@ def instance_folds(d: Extracted, k: int) -> np.ndarray:
     bucket_of: dict[str, str] = {}
     for inst, b in zip(d.instance.tolist(), d.bucket.tolist(), strict=True):
         bucket_of.setdefault(inst, b)
+    fold_of = instance_fold_table(bucket_of, k)
+    return np.array([fold_of[i] for i in d.instance.tolist()], dtype=np.int64)
+
+
+def instance_fold_table(bucket_of: dict[str, str], k: int) -> dict[str, int]:
+    """instance -> fold, from instance -> bucket (`instance_folds` per instance; the
+    task-difficulty trainer uses it so its folds are the session scorer's)."""
     fold_of: dict[str, int] = {}
     for b in sorted(set(bucket_of.values())):
         members = sorted((i for i, v in bucket_of.items() if v == b), key=_stable)
         for n, inst in enumerate(members):
             fold_of[inst] = (n + _stable(b)) % k
-    return np.array([fold_of[i] for i in d.instance.tolist()], dtype=np.int64)
+    return fold_of
 
 
 def rates(d: Extracted, fired: np.ndarray) -> dict[str, float]:

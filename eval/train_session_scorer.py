@@ -69,22 +69,25 @@ from eval.session_scorer_model import (
 from tiergate.replay.generator import generate_corpus
 from tiergate.routing.session_scorer import ARTIFACT, FEATURE_NAMES
 
-VERSION = "session-scorer-v2"
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "v1": FEATURE_NAMES[:25],
-    "v2": FEATURE_NAMES,
+    "v2": FEATURE_NAMES[:34],
+    "v3": FEATURE_NAMES[:35],
 }
 """v1: the first artifact's features; v2: plus passes, progress events, the recent
 failure rate, steps before the first edit and since the last, distinct actions,
-repeat share, mean reply and observation length."""
+repeat share, mean reply and observation length; v3: plus the task-difficulty score
+(routing.task_difficulty), only with --task-difficulty-scores (fold-excluded scores)."""
+TD_COL = FEATURE_NAMES.index("task_difficulty")
 GRID = {
-    "features": ("v1", "v2"),
+    "features": ("v1", "v2", "v3"),
     "l2": (1.0, 10.0, 100.0),
     "easy_rate": (0.03, 0.05, 0.10),
     "medium": (0.0, 0.5),
 }
 FOLDS = 5
-ARTIFACT_PATH = Path("src/tiergate/routing/artifacts") / ARTIFACT
+ARTIFACTS = Path("src/tiergate/routing/artifacts")
+"""The artifact is written as session_scorer_<feature set>.json (ARTIFACT names the shipped one)."""
 SOURCES = [
     {
         "name": "coder",
@@ -200,6 +203,43 @@ class Trained:
         return engine_scores(self.model, self.threshold, d, self.setting.cols)
 
 
+@dataclass(frozen=True)
+class TaskScores:
+    """Task-difficulty scores by models that never saw the instance
+    (eval/train_task_difficulty.py --scores): per real session, key "f" = the model
+    trained without instance fold f, "f,g" (f < g) = without folds f and g; per default
+    synthetic session, "f". The extracted column holds the shipped model's score, which
+    saw every dev instance, so v3 never trains or is judged on that column."""
+
+    folds: dict[str, int]
+    real: dict[str, dict[str, float]]
+    synthetic: dict[str, dict[str, float]]
+
+    @classmethod
+    def load(cls, path: Path) -> TaskScores:
+        doc = json.loads(path.read_text())
+        return cls(doc["folds"], doc["real"], doc["synthetic"])
+
+    def check(self, real: Extracted, fold: np.ndarray) -> None:
+        """The task-difficulty folds are the session scorer's instance folds."""
+        for inst, f in zip(real.instance.tolist(), fold.tolist(), strict=True):
+            if self.folds.get(inst) != f:
+                raise SystemExit(f"task-difficulty folds differ from ours at {inst}")
+
+    def column(self, d: Extracted, key: Callable[[int], str], synthetic: bool = False) -> Extracted:
+        """`d` with its task_difficulty column replaced: session s reads key(s) (from the
+        default synthetic corpus' table if `synthetic`)."""
+        table = self.synthetic if synthetic else self.real
+        values = np.array([table[str(sid)][key(s)] for s, sid in enumerate(d.session_id)])
+        x = d.x.copy()
+        x[:, TD_COL] = values[d.session]
+        return Extracted(**{**d.__dict__, "x": x})
+
+
+def pair(f: int, g: int) -> str:
+    return f"{min(f, g)},{max(f, g)}"
+
+
 def train(d: Extracted, setting: Setting) -> Trained:
     y = targets(d, setting.medium)
     x = d.x[:, setting.cols]
@@ -208,17 +248,41 @@ def train(d: Extracted, setting: Setting) -> Trained:
 
 
 def foldout(
-    real: Extracted, synth: Extracted, setting: Setting, fold: np.ndarray
+    real: Extracted,
+    synth: Extracted,
+    setting: Setting,
+    fold: np.ndarray,
+    td: TaskScores | None = None,
+    inst_fold: np.ndarray | None = None,
 ) -> tuple[np.ndarray, dict[str, list[float]]]:
     """Each real session scored by a model (and threshold) trained without its fold.
     Returns per-session fired flags (difficulty trigger alone) and per-turn scores on
-    the engine's scale, by session id."""
+    the engine's scale, by session id. With v3, the task-difficulty column comes from
+    `td`: when `fold` is the instance folds, a test session of fold f reads the model
+    without f, a training session of fold g the model without f and g, a synthetic
+    one the model without f; for another split (leave one repository out), every real
+    session reads the model without its own instance fold (`inst_fold`)."""
+    uses_td = "task_difficulty" in FEATURE_SETS[setting.features]
+    if uses_td and td is None:
+        raise ValueError("feature set v3 needs --task-difficulty-scores")
+    instance_split = inst_fold is None or np.array_equal(fold, inst_fold)
     fired = np.zeros(len(real.session_id), dtype=bool)
     scores: dict[str, list[float]] = {}
     for f in sorted(set(fold.tolist())):
         held = fold == f
-        trained = train(merge([subset(real, ~held), synth]), setting)
-        test = subset(real, held)
+        train_real, test, synth_f = subset(real, ~held), subset(real, held), synth
+        if uses_td and td is not None:
+            if instance_split:
+                g_of = fold[~held]
+                train_real = td.column(train_real, lambda s, g_of=g_of, f=f: pair(f, g_of[s]))
+                test = td.column(test, lambda s, f=f: str(f))
+                synth_f = td.column(synth, lambda s, f=f: str(f), synthetic=True)
+            else:
+                assert inst_fold is not None
+                own_tr, own_te = inst_fold[~held], inst_fold[held]
+                train_real = td.column(train_real, lambda s, o=own_tr: str(o[s]))
+                test = td.column(test, lambda s, o=own_te: str(o[s]))
+        trained = train(merge([train_real, synth_f]), setting)
         p = trained.scores(test)
         fired[np.flatnonzero(held)] = fired_by(p, test)
         for s, sid in enumerate(test.session_id):
@@ -238,14 +302,22 @@ def judged(real: Extracted, trigger: np.ndarray, strikes: np.ndarray) -> dict[st
 
 
 def grid_search(
-    real: Extracted, synth: Extracted, fold: np.ndarray
+    real: Extracted,
+    synth: Extracted,
+    fold: np.ndarray,
+    td: TaskScores | None = None,
+    only: str | None = None,
 ) -> list[tuple[Setting, dict[str, Any]]]:
     strikes = strike_fired(real)
     out = []
-    points = list(itertools.product(*GRID.values()))
+    points = [
+        v
+        for v in itertools.product(*GRID.values())
+        if (td is not None or v[0] != "v3") and only in (None, v[0])
+    ]
     for values in tqdm(points, desc="grid (fold-out)", unit="setting"):
         setting = Setting(*values)
-        fired, _ = foldout(real, synth, setting, fold)
+        fired, _ = foldout(real, synth, setting, fold, td)
         out.append((setting, judged(real, fired, strikes)))
     # best J; ties: fewer easy sessions, then the simpler model (stronger L2, v1)
     out.sort(
@@ -273,7 +345,7 @@ def artifact(trained: Trained, d: Extracted, grid_size: int) -> dict[str, Any]:
         if ((d.protocol == p) & (d.bucket == b)).any()
     }
     return {
-        "version": VERSION,
+        "version": f"session-scorer-{trained.setting.features}",
         "model": "logistic regression on standardised features; score = sigmoid(bias + "
         "sum(weights * (x - mean) / scale)); trigger at escalation.delta_t2 = 0.55",
         "features": list(FEATURE_SETS[setting.features]),
@@ -306,9 +378,23 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--corpus-dir", type=Path, required=True, help="realtraffic build folder")
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/session-scorer-cache"))
-    ap.add_argument("--out", type=Path, default=ARTIFACT_PATH, help="artifact path")
+    ap.add_argument(
+        "--out", type=Path, help=f"artifact path (default {ARTIFACTS}/session_scorer_<set>.json)"
+    )
     ap.add_argument("--report", type=Path, help="write the evaluation JSON here")
     ap.add_argument("--no-write", action="store_true", help="evaluate only")
+    ap.add_argument(
+        "--feature-set",
+        choices=sorted(FEATURE_SETS),
+        help="search only this feature set's grid points (to measure one set; the "
+        "shipped choice searches all)",
+    )
+    ap.add_argument(
+        "--task-difficulty-scores",
+        type=Path,
+        help="fold-excluded task-difficulty scores (eval/train_task_difficulty.py --scores); "
+        "without them the grid has no v3 points",
+    )
     ap.add_argument(
         "--foldout-scores",
         type=Path,
@@ -321,15 +407,25 @@ def main(argv: list[str] | None = None) -> int:
     real = merge([data["text"], data["tool-call"]])
     synth = data["synthetic"]
     fold = instance_folds(real, FOLDS)
-    grid = grid_search(real, synth, fold)
+    td = TaskScores.load(args.task_difficulty_scores) if args.task_difficulty_scores else None
+    if args.feature_set == "v3" and td is None:
+        ap.error("--feature-set v3 needs --task-difficulty-scores")
+    if td is not None:
+        td.check(real, fold)
+    grid = grid_search(real, synth, fold, td, args.feature_set)
     best = grid[0][0]
-    fired, foldout_scores = foldout(real, synth, best, fold)
+    fired, foldout_scores = foldout(real, synth, best, fold, td)
     if args.foldout_scores:
         args.foldout_scores.write_text(json.dumps(foldout_scores) + "\n")
     repo = np.unique(real.group, return_inverse=True)[1]
-    by_repo, _ = foldout(real, synth, best, repo)
-    trained = train(merge([real, synth]), best)
-    everything = merge([real, synth])
+    by_repo, _ = foldout(real, synth, best, repo, td, fold)
+    train_real = real
+    if td is not None and "task_difficulty" in FEATURE_SETS[best.features]:
+        # every real session reads the model without its own instance fold; synthetic
+        # ones (and the held-out corpus) keep the shipped model's score, as at run time
+        train_real = td.column(real, lambda s: str(fold[s]))
+    trained = train(merge([train_real, synth]), best)
+    everything = merge([train_real, synth])
     strikes = strike_fired(real)
 
     def final(d: Extracted) -> np.ndarray:
@@ -353,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
             "lexical_or_strikes": escalated_table(real, lexical_fired(real) | strikes),
         },
         "real_leave_one_repository_out": {"learned": escalated_table(real, by_repo)},
-        "real_train_fit": {"learned": escalated_table(real, final(real))},
+        "real_train_fit": {"learned": escalated_table(real, final(train_real))},
         "synthetic_default": {
             "learned": escalated_table(synth, final(synth)),
             "lexical": escalated_table(synth, lexical_fired(synth)),
@@ -376,8 +472,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         args.report.write_text(text + "\n")
     if not args.no_write:
-        args.out.write_text(json.dumps(artifact(trained, everything, len(grid))) + "\n")
-        print(f"wrote {args.out}", file=sys.stderr)
+        out = args.out or ARTIFACTS / f"session_scorer_{best.features}.json"
+        out.write_text(json.dumps(artifact(trained, everything, len(grid))) + "\n")
+        print(f"wrote {out} (the gateway reads {ARTIFACT})", file=sys.stderr)
     return 0
 
 

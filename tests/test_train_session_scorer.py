@@ -96,3 +96,48 @@ def test_strike_trigger_needs_two_struck_turns_in_one_session_within_the_window(
     fired = strike_fired(data)
     assert fired[0] and not fired[1] and not fired[2]
     assert not strike_fired(data, window=0)[0]
+
+
+def test_v3_reads_task_difficulty_scores_from_models_that_never_saw_the_instance() -> None:
+    """In outer fold f a test session reads key "f", a training session of fold g the
+    key "f,g", a synthetic one "f": never the shipped model's column."""
+    from eval.train_session_scorer import TD_COL, TaskScores, foldout, pair
+
+    data = _synthetic()
+    n = len(data.session_id)
+    data.instance = np.array([f"i{k}" for k in range(n)])
+    data.bucket = np.array(["hard" if k % 4 == 0 else "easy" for k in range(n)])
+    fold = instance_folds(data, 5)
+    keys = [str(f) for f in range(5)] + [pair(f, g) for f in range(5) for g in range(f + 1, 5)]
+    # a score that names its model: 100 * (folds left out) + session, to check who read what
+    real = {
+        str(sid): {k: 100.0 * sum(int(c) + 1 for c in k.split(",")) + s for k in keys}
+        for s, sid in enumerate(data.session_id)
+    }
+    synth = extract(generate_corpus(11, 10), real=False)
+    td = TaskScores(
+        {str(i): int(f) for i, f in zip(data.instance, fold, strict=True)},
+        real,
+        {str(sid): {str(f): -1.0 for f in range(5)} for sid in synth.session_id},
+    )
+    td.check(data, fold)
+    seen: list[np.ndarray] = []
+    import eval.train_session_scorer as tss
+
+    original = tss.train
+
+    def spy(d, setting):  # type: ignore[no-untyped-def]
+        seen.append(d.x[:, TD_COL].copy())
+        return original(d, setting)
+
+    tss.train = spy
+    try:
+        foldout(data, synth, Setting("v3", 10.0, 0.05, 0.5), fold, td)
+    finally:
+        tss.train = original
+    assert len(seen) == len(set(fold.tolist()))
+    for f, col in zip(sorted(set(fold.tolist())), seen, strict=True):
+        # training rows of fold g read the (f, g) model; synthetic rows the model without f
+        allowed = {100.0 * (f + 1 + g + 1) for g in range(5) if g != f} | {-1.0}
+        models = {float(v // 100 * 100) if v >= 0 else -1.0 for v in col}
+        assert models <= allowed

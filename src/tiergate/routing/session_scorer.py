@@ -9,8 +9,10 @@ breadth (distinct actions, steps before the first edit), recency (the recent
 failure rate, steps since the last edit), reply and observation length, plus
 shape statistics of the task text (length, lines, indented
 share, character classes, identifier share, type/token ratio), none of which
-is a hand-picked vocabulary, and the latest turn's lexical delta score as one
-more input (so a sudden hard turn still counts).
+is a hand-picked vocabulary, the latest turn's lexical delta score as one
+more input (so a sudden hard turn still counts), and (v3) the learned
+task-difficulty score of the task text (routing.task_difficulty, trained on
+SWE-bench issue texts against human fix-time estimates).
 
 The model is a logistic regression trained offline (eval/train_session_scorer.py)
 and shipped as a versioned JSON artifact (artifacts/session_scorer_v2.json; v1
@@ -24,8 +26,8 @@ engine reads is the model's, floored at the latest turn's lexical score
 
 Request-time cost is a fixed ~30-term dot product over counters the summary
 already keeps, plus the task-text statistics computed once per session when
-the summary reads its first user message. Pure Python, no I/O after the
-artifact is loaded (once, lazily).
+the summary reads its first user message (the task-difficulty score among
+them). Pure Python, no I/O after the artifacts are loaded (once, lazily).
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ import math
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any
+
+from tiergate.routing.task_difficulty import task_difficulty
 
 if TYPE_CHECKING:
     from tiergate.routing.transcript import TranscriptSummary
@@ -49,6 +53,9 @@ TASK_TOKEN_LIMIT = 4000
 TASK_CHAR_LIMIT = 32_000
 #: Contributions listed in the audit event.
 REASONS_KEPT = 4
+#: Compute the task-difficulty score even when the shipped artifact does not read it
+#: (the offline trainers set this; the gateway then skips it: v2 does not read it).
+COMPUTE_TASK_DIFFICULTY = False
 
 FEATURE_NAMES: tuple[str, ...] = (
     # behaviour (routing.progress counts)
@@ -90,14 +97,16 @@ FEATURE_NAMES: tuple[str, ...] = (
     "repeat_share",
     "log_mean_reply_chars",
     "log_mean_output_chars",
+    # v3: the task-difficulty model's score of the task text (routing.task_difficulty)
+    "task_difficulty",
 )
 """Every feature this code computes, in `features` order; an artifact names the subset
-it was trained on (v1: the first 25)."""
+it was trained on (v1: the first 25, v2: the first 34)."""
 
 
 @dataclass(frozen=True, slots=True)
 class TaskText:
-    """Shape statistics of the task text; no words are kept."""
+    """Shape statistics of the task text and its task-difficulty score; no words are kept."""
 
     log_chars: float = 0.0
     log_lines: float = 0.0
@@ -107,10 +116,13 @@ class TaskText:
     upper_share: float = 0.0
     identifier_share: float = 0.0
     type_token_ratio: float = 0.0
+    difficulty: float = 0.0  # routing.task_difficulty's score
 
 
 def task_text(text: str) -> TaskText:
-    """Statistics of a task description (bounded by TASK_CHAR_LIMIT / TASK_TOKEN_LIMIT)."""
+    """Statistics of a task description (bounded by TASK_CHAR_LIMIT / TASK_TOKEN_LIMIT),
+    and its task-difficulty score (bounded likewise, routing.task_difficulty; 0 unless
+    the shipped artifact reads it or COMPUTE_TASK_DIFFICULTY is set)."""
     text = text[:TASK_CHAR_LIMIT]
     if not text:
         return TaskText()
@@ -132,7 +144,12 @@ def task_text(text: str) -> TaskText:
         upper_share=upper / max(letters, 1),
         identifier_share=ident / max(len(words), 1),
         type_token_ratio=len(set(words)) / max(len(words), 1),
+        difficulty=task_difficulty(text) if _reads_task_difficulty() else 0.0,
     )
+
+
+def _reads_task_difficulty() -> bool:
+    return COMPUTE_TASK_DIFFICULTY or "task_difficulty" in shipped().names
 
 
 def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, ...]:
@@ -178,6 +195,7 @@ def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, .
         1.0 - len(p.actions) / max(p.tool_calls, 1) if p.tool_calls else 0.0,
         math.log1p(p.reply_chars / max(p.replies, 1)),
         math.log1p(p.output_chars / max(p.observations, 1)),
+        task.difficulty,
     )
 
 
