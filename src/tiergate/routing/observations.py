@@ -106,6 +106,8 @@ def is_edit_call(call: ToolCall) -> bool:
             shell += " " + " ".join(str(v) for v in command)
         if _SHELL_EDIT.search(shell):
             return True
+        if not any(isinstance(v, str) for v in args.values()):
+            return False  # a file edit names a file or carries text (TodoWrite's list does not)
     return bool(tokens & _EDIT_NAME_TOKENS)
 
 
@@ -131,6 +133,8 @@ class Action:
     paths: files it edited, when known.
     edit_keys: its edits as EditKeys, to spot an edit undone or redone.
     revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
+    reads: files a non-editing tool call names (a Read or a `view`), so that a
+        whole-file write to a file read before is known to replace existing content.
     """
 
     signature: str
@@ -140,6 +144,7 @@ class Action:
     paths: tuple[str, ...] = ()
     edit_keys: tuple[EditKey, ...] = ()
     revert: bool = False
+    reads: tuple[str, ...] = ()
 
 
 _SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
@@ -205,9 +210,10 @@ def call_action(name: str, arguments: str) -> Action:
     tokens = {t.lower() for t in _TOKEN_SPLIT.split(name) if t}
     if isinstance(command, str) and tokens & _SHELL_NAMES and " " in command.strip():
         return shell_action(command, name, signature)
-    if not is_edit_call(ToolCall("", name, arguments)):
-        return Action(signature, name, revert=_REVERT.search(str(command or "")) is not None)
     paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
+    if not is_edit_call(ToolCall("", name, arguments)):
+        revert = _REVERT.search(str(command or "")) is not None
+        return Action(signature, name, revert=revert, reads=tuple(paths))
     for v in args.values():  # apply_patch-style tools carry paths inside the patch text
         if isinstance(v, str) and ("*** " in v or "+++ " in v):
             paths.extend(_PATCH_PATH_RE.findall(v))

@@ -13,8 +13,21 @@ this fold flags is evidence of *no* progress:
 - edit_revert_cycle: edits undone and redone (an inverse replacement, a file
   written back to an earlier content, `git checkout --`/`restore`/`stash`/
   `undo_edit` after edits), `CYCLE_STRIKE` times since the last progress;
-- diverging_failures: `DIVERSITY_STRIKE` distinct failures after edits with
-  nothing passing in between (no test run passing, no failing command fixed).
+- diverging_failures: `DIVERSITY_STRIKE` distinct failures, each after a
+  further edit, with nothing passing in between (no test run passing, no
+  failing command fixed): every fix attempt breaks something new. Probes run
+  between two edits (new scripts, `python -c`) fail in many ways without any
+  attempt failing, so only the first new failure after each edit counts.
+
+"Edits meant to fix it" are edits to the project: an edit that only touches
+the agent's own scratch files (a file it created in the conversation with a
+whole-file write, such as a reproduction script, and later edits of it) is
+writing a probe, not attempting a fix, so it neither ages a failure nor opens
+a diversity window. A failure's identity for survival is a structured one
+(test id, exception type and location, diagnostic, lint message): the digest
+of an output's last lines (`out:`) also matches warning noise that every
+command of an environment prints, whatever ran, and a warning diagnostic
+(`file.py:3: DeprecationWarning: ...`) is printed by runs that succeed.
 
 Progress (a failing command now succeeding, a test run passing) clears the
 evidence it answers. `Progress` also keeps the agent-state counts (user turns,
@@ -28,6 +41,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -70,6 +84,21 @@ class Stuck:
     detail: str = ""
 
 
+_WARNING = re.compile(r"\w*Warning\b")
+
+
+def is_identity(key: str) -> bool:
+    """Does this failure key identify a failure (module docstring)? Test ids,
+    exceptions, errors and lint messages do; an output digest and a warning
+    diagnostic do not."""
+    if key.startswith("out:"):
+        return False
+    if key.startswith("diag:"):
+        parts = key.split(":", 2)
+        return len(parts) < 3 or _WARNING.match(parts[2]) is None
+    return True
+
+
 def _bounded_set(d: dict[str, tuple[int, int]], key: str, value: tuple[int, int]) -> None:
     d.pop(key, None)
     if len(d) >= STATE_LIMIT:
@@ -93,13 +122,17 @@ class Progress:
     replied: bool = False  # an assistant message has been read
     # stuck detection
     edits: int = 0
-    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (edits, survived)
+    fix_edits: int = 0  # edits that touch a project file, not only scratch files
+    touched: set[str] = field(default_factory=set)  # paths read or edited so far
+    scratch: set[str] = field(default_factory=set)  # paths the agent created itself
+    seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (fix_edits, survived)
     # hash of a command -> (its last failure, edits then, times in a row)
     failing: dict[int, tuple[frozenset[str], int, int]] = field(default_factory=dict)
     applied: set[EditKey] = field(default_factory=set)
     contents: dict[str, tuple[int, ...]] = field(default_factory=dict)
     cycles: int = 0
     diverse: set[int] = field(default_factory=set)  # hashes of failure sets
+    diverse_at: int = 0  # fix_edits when the last failure was added to `diverse`
     edits_at_progress: int = 0
     stuck: tuple[Stuck, ...] = ()
     # behaviour counts the learned session scorer reads (routing.session_scorer)
@@ -130,6 +163,8 @@ class Progress:
         other.failing = dict(self.failing)
         other.applied = set(self.applied)
         other.contents = dict(self.contents)
+        other.touched = set(self.touched)
+        other.scratch = set(self.scratch)
         other.diverse = set(self.diverse)
         other.actions = set(self.actions)
         return other
@@ -206,9 +241,13 @@ class Progress:
             if self.first_edit_step is None:
                 self.first_edit_step = self.observations
             self.last_edit_step = self.observations
+            if self._fixing(action):
+                self.fix_edits += 1
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:
             self._cycle(1, index)
+        if action is not None and action.reads:
+            self._touch(action.reads)
         signature = hash(action.signature) if action is not None else 0
         if obs.failed:
             self._failure(signature, action, obs, index)
@@ -240,25 +279,51 @@ class Progress:
             self.failing.pop(next(iter(self.failing)))
         self.failing[signature] = (failures, self.edits, repeats)
 
+        failures = frozenset(k for k in failures if is_identity(k))
         survived_now = 0
         for key in failures:
             seen = self.seen.get(key)
             if seen is None:
-                _bounded_set(self.seen, key, (self.edits, 0))
-            elif self.edits > seen[0]:
+                _bounded_set(self.seen, key, (self.fix_edits, 0))
+            elif self.fix_edits > seen[0]:
                 survived = seen[1] + 1
-                _bounded_set(self.seen, key, (self.edits, survived))
+                _bounded_set(self.seen, key, (self.fix_edits, survived))
                 survived_now = max(survived_now, survived)
         if survived_now >= SURVIVAL_STRIKE:
             self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
 
-        structured = any(not k.startswith("out:") for k in failures)
         identity = hash(failures)
-        if structured and self.edits > self.edits_at_progress and identity not in self.diverse:
+        fresh = self.fix_edits > max(self.edits_at_progress, self.diverse_at)
+        if failures and fresh and identity not in self.diverse:
+            self.diverse_at = self.fix_edits
             if len(self.diverse) < STATE_LIMIT:
                 self.diverse.add(identity)
             if len(self.diverse) >= DIVERSITY_STRIKE:
                 self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
+
+    def _fixing(self, action: Action) -> bool:
+        """Is this edit meant to fix the project? Not when every file it touches is
+        a scratch file: created by the agent with a whole-file write to a path it had
+        not read or edited before (a file read first existed), or edited after that.
+        An edit whose files are unknown counts as a fix."""
+        if not action.paths:
+            return True
+        created = {path for path, old, _ in action.edit_keys if not old}
+        fixing = False
+        for path in action.paths:
+            if path in self.scratch:
+                continue
+            if path in created and path not in self.touched and len(self.scratch) < STATE_LIMIT:
+                self.scratch.add(path)
+                continue
+            fixing = True
+        self._touch(action.paths)
+        return fixing
+
+    def _touch(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if len(self.touched) < 4 * STATE_LIMIT:
+                self.touched.add(path)
 
     def _edit_cycles(self, action: Action, index: int) -> None:
         events = 1 if action.revert else 0
@@ -290,7 +355,7 @@ class Progress:
         self.steps_since_progress = 0
         self.diverse.clear()
         self.cycles = 0
-        self.edits_at_progress = self.edits
+        self.edits_at_progress = self.fix_edits
 
     def _raise(self, stuck: Stuck) -> None:
         self.stuck = (*self.stuck[-(_STUCK_KEPT - 1) :], stuck)
