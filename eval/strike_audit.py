@@ -30,7 +30,7 @@ from tiergate.replay.experiments import SCORER_POLICIES
 from tiergate.replay.features import CorpusFacts, extract
 from tiergate.replay.harness import STANDARD_POLICIES, RunResult, run_policy
 from tiergate.replay.metrics import outcomes
-from tiergate.routing.observations import Follows, call_action, observe, shell_action
+from tiergate.routing.observations import Follows, latest_turn_bounds, observe, shell_action
 from tiergate.routing.progress import Progress
 
 
@@ -116,8 +116,6 @@ def timeline(messages: list[Message]) -> list[dict[str, Any]]:
 def explain(doc: dict[str, Any], turn: int, context: int) -> None:
     req = parse_request(doc["turns"][turn]["request"])
     steps = timeline(list(req.messages))
-    from tiergate.routing.observations import latest_turn_bounds
-
     start, _ = latest_turn_bounds(req.messages)
     hits = [k for k, s in enumerate(steps) if s["stuck"] and s["i"] >= start]
     for k in hits:
@@ -151,21 +149,21 @@ def main() -> None:
         if not args.detail:
             continue
         first = first_escalation(run)
-        wanted: dict[str, list[tuple[int, list[str]]]] = {}
+        wanted: dict[str, list[tuple[int, list[str]]]] = {}  # session id -> strike turns
         for s, (t, trigger) in sorted(first.items()):
             sess = facts.sessions[s]
             if trigger != "strikes" or sess.archetype not in args.detail:
                 continue
-            marks = []
+            marks: list[tuple[int, list[str]]] = []
             for tf in sess.turns[: t + 1]:
                 reasons = [x.reason for x in tf.request_strikes + tf.response_strikes]
                 if reasons:
                     marks.append((tf.index, reasons))
-            wanted[sess.session_id] = marks  # type: ignore[assignment]
+            wanted[sess.session_id] = marks
         for doc in stream(args.corpus, set(wanted)):
             sid = doc["session_id"]
             print(f"\n## {sid} ({len(doc['turns'])} turns)")
-            for turn, reasons in wanted[sid]:  # type: ignore[misc]
+            for turn, reasons in wanted[sid]:
                 print(f"  turn {turn}: {reasons}")
                 explain(doc, turn, args.context)
     if args.json:
