@@ -174,3 +174,15 @@ def test_the_same_rejected_edit_repeated_still_strikes() -> None:
             new_str="x = 1",
         )
     assert s.reasons() == ["repeated_failing_command"]
+
+
+def test_a_patch_is_a_fix_attempt_not_a_file_creation() -> None:
+    """A patch changes part of a file: its first edit of a path is no scratch file."""
+    s = Session().bash("python repro.py", TRACEBACK)
+    for n in range(2):
+        patch = f"--- a/pkg/dates.py\n+++ b/pkg/dates.py\n@@ -1 +1 @@\n-v{n}\n+v{n + 1}\n"
+        s.call("apply_patch", "Done!", patch=patch)
+        s.bash("python repro.py", TRACEBACK)
+    progress = progress_of(s.messages)
+    assert progress.fix_edits == 2 and not progress.scratch
+    assert s.reasons() == ["failure_survives_edits"]

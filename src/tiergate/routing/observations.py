@@ -135,6 +135,8 @@ class Action:
     revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
     reads: files a non-editing tool call names (a Read or a `view`), so that a
         whole-file write to a file read before is known to replace existing content.
+    writes: files it writes whole (a `create`/Write tool's content, `cat > f <<EOF`),
+        as opposed to changing part of them (a replacement, a patch).
     """
 
     signature: str
@@ -145,6 +147,7 @@ class Action:
     edit_keys: tuple[EditKey, ...] = ()
     revert: bool = False
     reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 _SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
@@ -170,12 +173,14 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
     """An Action for a shell command (from a text block or a shell tool's arguments)."""
     keys: list[EditKey] = []
     paths: list[str] = []
+    writes: list[str] = []
     for m in _SED_SUBST.finditer(command):
         keys.append((m.group(5), hash(m.group(3)), hash(m.group(4))))
         paths.append(m.group(5))
     for m in _HEREDOC_WRITE.finditer(command):
         keys.append((m.group(1), 0, hash(m.group(3))))
         paths.append(m.group(1))
+        writes.append(m.group(1))
     swe_edit = _SWE_EDIT.search(command)
     if swe_edit:
         keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
@@ -190,6 +195,7 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
         paths=tuple(paths),
         edit_keys=tuple(keys),
         revert=_REVERT.search(command) is not None and _STASH_RESTORE.search(command) is None,
+        writes=tuple(writes),
     )
 
 
@@ -221,14 +227,16 @@ def call_action(name: str, arguments: str) -> Action:
     old = args.get("old_str", args.get("old_string"))
     new = args.get("new_str", args.get("new_string"))
     keys: list[EditKey] = []
+    writes: tuple[str, ...] = ()
     if isinstance(old, str) and isinstance(new, str):
         keys.append((path, hash(old), hash(new)))
     elif isinstance(args.get("file_text") or args.get("content"), str):
         keys.append((path, 0, hash(args.get("file_text") or args.get("content"))))
+        writes = (path,) if path else ()
     elif isinstance(args.get("patch"), str):
         keys.append((path, 0, hash(args["patch"])))
     revert = isinstance(command, str) and command == "undo_edit"
-    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert)
+    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert, writes=writes)
 
 
 # ---- actions: text ------------------------------------------------------------------

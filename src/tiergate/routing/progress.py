@@ -308,12 +308,11 @@ class Progress:
         An edit whose files are unknown counts as a fix."""
         if not action.paths:
             return True
-        created = {path for path, old, _ in action.edit_keys if not old}
         fixing = False
         for path in action.paths:
             if path in self.scratch:
                 continue
-            if path in created and path not in self.touched and len(self.scratch) < STATE_LIMIT:
+            if path in action.writes and path not in self.touched and len(self.scratch) < STATE_LIMIT:
                 self.scratch.add(path)
                 continue
             fixing = True
