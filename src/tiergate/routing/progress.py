@@ -312,7 +312,8 @@ class Progress:
         for path in action.paths:
             if path in self.scratch:
                 continue
-            if path in action.writes and path not in self.touched and len(self.scratch) < STATE_LIMIT:
+            created = path in action.writes and path not in self.touched
+            if created and len(self.scratch) < STATE_LIMIT:
                 self.scratch.add(path)
                 continue
             fixing = True
