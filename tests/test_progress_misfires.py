@@ -186,3 +186,15 @@ def test_a_patch_is_a_fix_attempt_not_a_file_creation() -> None:
     progress = progress_of(s.messages)
     assert progress.fix_edits == 2 and not progress.scratch
     assert s.reasons() == ["failure_survives_edits"]
+
+
+def test_checks_run_again_after_each_attempt_each_count() -> None:
+    """The tests and the reproduction, both run before, both failing anew after each
+    of two fix attempts: four new failures from re-run checks diverge."""
+    s = Session().bash("pytest -q tests/test_dates.py", "FAILED tests/test_dates.py::test_iso\n")
+    s.bash("python repro.py", TRACEBACK)
+    for n in range(2):
+        s.edit("pkg/dates.py", f"v{n}", f"v{n + 1}")
+        s.bash("pytest -q tests/test_dates.py", f"FAILED tests/test_dates.py::test_case_{n}\n")
+        s.bash("python repro.py", TRACEBACK.replace("ValueError", f"Attempt{n}Error"))
+    assert DIVERSITY_STRIKE == 4 and s.reasons() == ["diverging_failures"]

@@ -13,11 +13,12 @@ this fold flags is evidence of *no* progress:
 - edit_revert_cycle: edits undone and redone (an inverse replacement, a file
   written back to an earlier content, `git checkout --`/`restore`/`stash`/
   `undo_edit` after edits), `CYCLE_STRIKE` times since the last progress;
-- diverging_failures: `DIVERSITY_STRIKE` distinct failures, each after a
-  further edit, with nothing passing in between (no test run passing, no
-  failing command fixed): every fix attempt breaks something new. Probes run
-  between two edits (new scripts, `python -c`) fail in many ways without any
-  attempt failing, so only the first new failure after each edit counts.
+- diverging_failures: `DIVERSITY_STRIKE` distinct failures after fix edits,
+  with nothing passing in between (no test run passing, no failing command
+  fixed): every fix attempt breaks something new. A check the agent runs again
+  counts once per attempt; first runs (new scripts, `python -c` probes) count
+  once per attempt between them, because probes run between two edits fail
+  in many ways without any attempt failing.
 
 "Edits meant to fix it" are edits to the project: an edit that only touches
 the agent's own scratch files (a file it created in the conversation with a
@@ -132,7 +133,8 @@ class Progress:
     contents: dict[str, tuple[int, ...]] = field(default_factory=dict)
     cycles: int = 0
     diverse: set[int] = field(default_factory=set)  # hashes of failure sets
-    diverse_at: int = 0  # fix_edits when the last failure was added to `diverse`
+    diverse_at: int = 0  # fix_edits when a first run's failure last joined `diverse`
+    checked: dict[int, int] = field(default_factory=dict)  # command hash -> fix_edits then
     edits_at_progress: int = 0
     stuck: tuple[Stuck, ...] = ()
     # behaviour counts the learned session scorer reads (routing.session_scorer)
@@ -166,6 +168,7 @@ class Progress:
         other.touched = set(self.touched)
         other.scratch = set(self.scratch)
         other.diverse = set(self.diverse)
+        other.checked = dict(self.checked)
         other.actions = set(self.actions)
         return other
 
@@ -228,6 +231,7 @@ class Progress:
         self.observations += 1
         self.steps_since_progress += 1
         self.recent_failure += RECENT_WEIGHT * (float(obs.failed) - self.recent_failure)
+        rerun = action is not None and hash(action.signature) in self.actions
         if action is not None and len(self.actions) < ACTIONS_COUNTED:
             self.actions.add(hash(action.signature))
         if obs.failed:
@@ -250,7 +254,7 @@ class Progress:
             self._touch(action.reads)
         signature = hash(action.signature) if action is not None else 0
         if obs.failed:
-            self._failure(signature, action, obs, index)
+            self._failure(signature, action, obs, index, rerun)
             return
         fixed = self.failing.pop(signature, None)
         if fixed is not None:
@@ -263,7 +267,9 @@ class Progress:
                 del self.seen[key]
             self._progressed()
 
-    def _failure(self, signature: int, action: Action | None, obs: Observation, i: int) -> None:
+    def _failure(
+        self, signature: int, action: Action | None, obs: Observation, i: int, rerun: bool
+    ) -> None:
         failures = obs.failures
         before = self.failing.get(signature)
         repeats = 1
@@ -293,13 +299,29 @@ class Progress:
             self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
 
         identity = hash(failures)
-        fresh = self.fix_edits > max(self.edits_at_progress, self.diverse_at)
-        if failures and fresh and identity not in self.diverse:
+        if failures and self.fix_edits > self.edits_at_progress and identity not in self.diverse:
+            self._diverge(signature, rerun, identity, i)
+
+    def _diverge(self, signature: int, rerun: bool, identity: int, i: int) -> None:
+        """A new failure after a fix attempt: it counts once per attempt and check (a
+        command run before) and once per attempt for all first runs together, so a
+        reproduction and the tests both failing anew after an edit count twice, five
+        fresh probes after one edit once."""
+        if rerun:
+            if self.checked.get(signature, -1) >= self.fix_edits:
+                return
+            self.checked.pop(signature, None)
+            if len(self.checked) >= STATE_LIMIT:
+                self.checked.pop(next(iter(self.checked)))
+            self.checked[signature] = self.fix_edits
+        elif self.diverse_at >= self.fix_edits:
+            return
+        else:
             self.diverse_at = self.fix_edits
-            if len(self.diverse) < STATE_LIMIT:
-                self.diverse.add(identity)
-            if len(self.diverse) >= DIVERSITY_STRIKE:
-                self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
+        if len(self.diverse) < STATE_LIMIT:
+            self.diverse.add(identity)
+        if len(self.diverse) >= DIVERSITY_STRIKE:
+            self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
 
     def _fixing(self, action: Action) -> bool:
         """Is this edit meant to fix the project? Not when every file it touches is
