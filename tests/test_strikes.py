@@ -339,8 +339,9 @@ def test_aggregators_collect_every_producer() -> None:
     fwd = call("e", "Edit", file_path="a.py", old_string="x", new_string="y")
     back = call("e", "Edit", file_path="a.py", old_string="y", new_string="x")
     make = call("m", "bash", command="make")
-    r = loop((make, "error: x"), (fwd, "ok"), (make, "error: x"), (back, "ok"))
-    r = req(*r.messages, assistant(fwd, make), result("e", "ok"), result("m", "error: x"))
+    err = "main.c:3:1: error: x undeclared"  # a structured failure identity (a diagnostic)
+    r = loop((make, err), (fwd, "ok"), (make, err), (back, "ok"))
+    r = req(*r.messages, assistant(fwd, make), result("e", "ok"), result("m", err))
     assert reasons(r) == ["failure_survives_edits", "edit_revert_cycle"]
 
 

@@ -111,6 +111,8 @@ def is_edit_call(call: ToolCall) -> bool:
             shell += " " + " ".join(str(v) for v in command)
         if _SHELL_EDIT.search(shell):
             return True
+        if not any(isinstance(v, str) for v in args.values()):
+            return False  # a file edit names a file or carries text (TodoWrite's list does not)
     return bool(tokens & _EDIT_NAME_TOKENS)
 
 
@@ -136,6 +138,10 @@ class Action:
     paths: files it edited, when known.
     edit_keys: its edits as EditKeys, to spot an edit undone or redone.
     revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
+    reads: files a non-editing tool call names (a Read or a `view`), so that a
+        whole-file write to a file read before is known to replace existing content.
+    writes: files it writes whole (a `create`/Write tool's content, `cat > f <<EOF`),
+        as opposed to changing part of them (a replacement, a patch).
     """
 
     signature: str
@@ -145,6 +151,8 @@ class Action:
     paths: tuple[str, ...] = ()
     edit_keys: tuple[EditKey, ...] = ()
     revert: bool = False
+    reads: tuple[str, ...] = ()
+    writes: tuple[str, ...] = ()
 
 
 _SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
@@ -170,12 +178,14 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
     """An Action for a shell command (from a text block or a shell tool's arguments)."""
     keys: list[EditKey] = []
     paths: list[str] = []
+    writes: list[str] = []
     for m in _SED_SUBST.finditer(command):
         keys.append((m.group(5), hash(m.group(3)), hash(m.group(4))))
         paths.append(m.group(5))
     for m in _HEREDOC_WRITE.finditer(command):
         keys.append((m.group(1), 0, hash(m.group(3))))
         paths.append(m.group(1))
+        writes.append(m.group(1))
     swe_edit = _SWE_EDIT.search(command)
     if swe_edit:
         keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
@@ -190,6 +200,7 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
         paths=tuple(paths),
         edit_keys=tuple(keys),
         revert=_REVERT.search(command) is not None and _STASH_RESTORE.search(command) is None,
+        writes=tuple(writes),
     )
 
 
@@ -210,9 +221,10 @@ def call_action(name: str, arguments: str) -> Action:
     tokens = {t.lower() for t in _TOKEN_SPLIT.split(name) if t}
     if isinstance(command, str) and tokens & _SHELL_NAMES and " " in command.strip():
         return shell_action(command, name, signature)
-    if not is_edit_call(ToolCall("", name, arguments)):
-        return Action(signature, name, revert=_REVERT.search(str(command or "")) is not None)
     paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
+    if not is_edit_call(ToolCall("", name, arguments)):
+        revert = _REVERT.search(str(command or "")) is not None
+        return Action(signature, name, revert=revert, reads=tuple(paths))
     for v in args.values():  # apply_patch-style tools carry paths inside the patch text
         if isinstance(v, str) and ("*** " in v or "+++ " in v):
             paths.extend(_PATCH_PATH_RE.findall(v))
@@ -220,14 +232,16 @@ def call_action(name: str, arguments: str) -> Action:
     old = args.get("old_str", args.get("old_string"))
     new = args.get("new_str", args.get("new_string"))
     keys: list[EditKey] = []
+    writes: tuple[str, ...] = ()
     if isinstance(old, str) and isinstance(new, str):
         keys.append((path, hash(old), hash(new)))
     elif isinstance(args.get("file_text") or args.get("content"), str):
         keys.append((path, 0, hash(args.get("file_text") or args.get("content"))))
+        writes = (path,) if path else ()
     elif isinstance(args.get("patch"), str):
         keys.append((path, 0, hash(args["patch"])))
     revert = isinstance(command, str) and command == "undo_edit"
-    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert)
+    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert, writes=writes)
 
 
 _CALL_NAME = re.compile(r"[A-Za-z_][\w.]*")

@@ -13,8 +13,22 @@ this fold flags is evidence of *no* progress:
 - edit_revert_cycle: edits undone and redone (an inverse replacement, a file
   written back to an earlier content, `git checkout --`/`restore`/`stash`/
   `undo_edit` after edits), `CYCLE_STRIKE` times since the last progress;
-- diverging_failures: `DIVERSITY_STRIKE` distinct failures after edits with
-  nothing passing in between (no test run passing, no failing command fixed).
+- diverging_failures: `DIVERSITY_STRIKE` distinct failures after fix edits,
+  with nothing passing in between (no test run passing, no failing command
+  fixed): every fix attempt breaks something new. A check the agent runs again
+  counts once per attempt; first runs (new scripts, `python -c` probes) count
+  once per attempt between them, because probes run between two edits fail
+  in many ways without any attempt failing.
+
+"Edits meant to fix it" are edits to the project: an edit that only touches
+the agent's own scratch files (a file it created in the conversation with a
+whole-file write, such as a reproduction script, and later edits of it) is
+writing a probe, not attempting a fix, so it neither ages a failure nor opens
+a diversity window. A failure's identity for survival is a structured one
+(test id, exception type and location, diagnostic, lint message): the digest
+of an output's last lines (`out:`) also matches warning noise that every
+command of an environment prints, whatever ran, and a warning diagnostic
+(`file.py:3: DeprecationWarning: ...`) is printed by runs that succeed.
 
 An edit a harness refuses to apply (observation kind "apply") is a failed
 attempt: it changed nothing, but the same refusal again after another attempt
@@ -35,6 +49,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -78,6 +93,21 @@ class Stuck:
     detail: str = ""
 
 
+_WARNING = re.compile(r"\w*Warning\b")
+
+
+def is_identity(key: str) -> bool:
+    """Does this failure key identify a failure (module docstring)? Test ids,
+    exceptions, errors and lint messages do; an output digest and a warning
+    diagnostic do not."""
+    if key.startswith("out:"):
+        return False
+    if key.startswith("diag:"):
+        parts = key.split(":", 2)
+        return len(parts) < 3 or _WARNING.match(parts[2]) is None
+    return True
+
+
 def _bounded_set(d: dict[str, tuple[int, int]], key: str, value: tuple[int, int]) -> None:
     d.pop(key, None)
     if len(d) >= STATE_LIMIT:
@@ -101,7 +131,10 @@ class Progress:
     replied: bool = False  # an assistant message has been read
     # stuck detection
     edits: int = 0
-    attempts: int = 0  # edits plus edits a harness refused (what a failure survives)
+    fix_edits: int = 0  # edits that touch a project file, not only scratch files
+    attempts: int = 0  # fix edits plus edits a harness refused (what a failure survives)
+    touched: set[str] = field(default_factory=set)  # paths read or edited so far
+    scratch: set[str] = field(default_factory=set)  # paths the agent created itself
     seen: dict[str, tuple[int, int]] = field(default_factory=dict)  # key -> (attempts, survived)
     # hash of a command -> (its last failure, edits then, times in a row)
     failing: dict[int, tuple[frozenset[str], int, int]] = field(default_factory=dict)
@@ -109,6 +142,8 @@ class Progress:
     contents: dict[str, tuple[int, ...]] = field(default_factory=dict)
     cycles: int = 0
     diverse: set[int] = field(default_factory=set)  # hashes of failure sets
+    diverse_at: int = 0  # fix_edits when a first run's failure last joined `diverse`
+    checked: dict[int, int] = field(default_factory=dict)  # command hash -> fix_edits then
     edits_at_progress: int = 0
     stuck: tuple[Stuck, ...] = ()
     # behaviour counts the learned session scorer reads (routing.session_scorer)
@@ -139,7 +174,10 @@ class Progress:
         other.failing = dict(self.failing)
         other.applied = set(self.applied)
         other.contents = dict(self.contents)
+        other.touched = set(self.touched)
+        other.scratch = set(self.scratch)
         other.diverse = set(self.diverse)
+        other.checked = dict(self.checked)
         other.actions = set(self.actions)
         return other
 
@@ -210,6 +248,7 @@ class Progress:
         self.observations += 1
         self.steps_since_progress += 1
         self.recent_failure += RECENT_WEIGHT * (float(obs.failed) - self.recent_failure)
+        rerun = action is not None and hash(action.signature) in self.actions
         if action is not None and len(self.actions) < ACTIONS_COUNTED:
             self.actions.add(hash(action.signature))
         if obs.failed:
@@ -223,19 +262,23 @@ class Progress:
         landed = not obs.failed or obs.kind == "validation"
         if action is not None and action.edit and (landed or action.compound):
             self.edits += 1
-            self.attempts += 1
             if self.first_edit_step is None:
                 self.first_edit_step = self.observations
             self.last_edit_step = self.observations
+            if self._fixing(action):
+                self.fix_edits += 1
+                self.attempts += 1
             self._edit_cycles(action, index)
         elif action is not None and action.revert and self.edits and not obs.failed:
             self._cycle(1, index)
         elif action is not None and action.edit and obs.kind == "apply":
             self.attempts += 1
+        if action is not None and action.reads:
+            self._touch(action.reads)
         signature = hash(action.signature) if action is not None else 0
         if obs.failed:
             if obs.kind != "search":  # a miss while exploring is normal
-                self._failure(signature, action, obs, index)
+                self._failure(signature, action, obs, index, rerun)
             return
         fixed = self.failing.pop(signature, None)
         if fixed is not None:
@@ -248,7 +291,9 @@ class Progress:
                 del self.seen[key]
             self._progressed()
 
-    def _failure(self, signature: int, action: Action | None, obs: Observation, i: int) -> None:
+    def _failure(
+        self, signature: int, action: Action | None, obs: Observation, i: int, rerun: bool
+    ) -> None:
         failures = obs.failures
         before = self.failing.get(signature)
         repeats = 1
@@ -264,6 +309,7 @@ class Progress:
             self.failing.pop(next(iter(self.failing)))
         self.failing[signature] = (failures, self.edits, repeats)
 
+        failures = frozenset(k for k in failures if is_identity(k))
         survived_now = 0
         for key in failures:
             seen = self.seen.get(key)
@@ -276,13 +322,54 @@ class Progress:
         if survived_now >= SURVIVAL_STRIKE:
             self._raise(Stuck(i, "failure_survives_edits", f"survived {survived_now} edits"))
 
-        structured = any(not k.startswith("out:") for k in failures)
         identity = hash(failures)
-        if structured and self.edits > self.edits_at_progress and identity not in self.diverse:
-            if len(self.diverse) < STATE_LIMIT:
-                self.diverse.add(identity)
-            if len(self.diverse) >= DIVERSITY_STRIKE:
-                self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
+        if failures and self.fix_edits > self.edits_at_progress and identity not in self.diverse:
+            self._diverge(signature, rerun, identity, i)
+
+    def _diverge(self, signature: int, rerun: bool, identity: int, i: int) -> None:
+        """A new failure after a fix attempt: it counts once per attempt and check (a
+        command run before) and once per attempt for all first runs together, so a
+        reproduction and the tests both failing anew after an edit count twice, five
+        fresh probes after one edit once."""
+        if rerun:
+            if self.checked.get(signature, -1) >= self.fix_edits:
+                return
+            self.checked.pop(signature, None)
+            if len(self.checked) >= STATE_LIMIT:
+                self.checked.pop(next(iter(self.checked)))
+            self.checked[signature] = self.fix_edits
+        elif self.diverse_at >= self.fix_edits:
+            return
+        else:
+            self.diverse_at = self.fix_edits
+        if len(self.diverse) < STATE_LIMIT:
+            self.diverse.add(identity)
+        if len(self.diverse) >= DIVERSITY_STRIKE:
+            self._raise(Stuck(i, "diverging_failures", f"{len(self.diverse)} failures"))
+
+    def _fixing(self, action: Action) -> bool:
+        """Is this edit meant to fix the project? Not when every file it touches is
+        a scratch file: created by the agent with a whole-file write to a path it had
+        not read or edited before (a file read first existed), or edited after that.
+        An edit whose files are unknown counts as a fix."""
+        if not action.paths:
+            return True
+        fixing = False
+        for path in action.paths:
+            if path in self.scratch:
+                continue
+            created = path in action.writes and path not in self.touched
+            if created and len(self.scratch) < STATE_LIMIT:
+                self.scratch.add(path)
+                continue
+            fixing = True
+        self._touch(action.paths)
+        return fixing
+
+    def _touch(self, paths: Sequence[str]) -> None:
+        for path in paths:
+            if len(self.touched) < 4 * STATE_LIMIT:
+                self.touched.add(path)
 
     def _edit_cycles(self, action: Action, index: int) -> None:
         events = 1 if action.revert else 0
@@ -314,7 +401,7 @@ class Progress:
         self.steps_since_progress = 0
         self.diverse.clear()
         self.cycles = 0
-        self.edits_at_progress = self.edits
+        self.edits_at_progress = self.fix_edits
 
     def _raise(self, stuck: Stuck) -> None:
         self.stuck = (*self.stuck[-(_STUCK_KEPT - 1) :], stuck)
