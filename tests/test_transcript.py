@@ -243,3 +243,33 @@ def test_append_only_sessions_keep_no_resume_point() -> None:
         msgs = [*msgs, Message("assistant", [TextPart(f"answer {i}")])]
         summary = cache.summarize("s", request(msgs))
         assert summary.before_last is None and not summary.rewrites
+
+
+def test_a_resent_last_message_without_its_image_is_a_new_message() -> None:
+    """Found by hypothesis: the prefix check compared text only, so a last message
+    sent again with the same words but without its image kept `images` set."""
+    ask = Message("user", [TextPart("What does this plot show?"), ImagePart(url="https://x/a.png")])
+    again = Message("user", [TextPart("What does this plot show?")])
+    history = [
+        Message("user", [TextPart("Look at the chart.")]),
+        Message("assistant", [TextPart("ok")]),
+    ]
+    cache = TranscriptCache()
+    for last in (ask, again, ask, again):
+        req = request([*history, last])
+        assert_equal_to_full_pass(cache.summarize("s", req), req)
+
+
+def test_a_tool_result_resent_as_an_error_is_a_new_message() -> None:
+    """The error flag feeds the strikes, so it is part of a message's identity."""
+    call = ToolCall("c1", "run_command", '{"cmd": "pytest"}')
+    history = [
+        Message("user", [TextPart("Fix the test.")]),
+        Message("assistant", [], tool_calls=[call]),
+    ]
+    ok = Message("tool", [TextPart("1 failed")], tool_call_id="c1")
+    failed = Message("tool", [TextPart("1 failed")], tool_call_id="c1", is_error=True)
+    cache = TranscriptCache()
+    for last in (ok, failed, ok):
+        req = request([*history, last])
+        assert_equal_to_full_pass(cache.summarize("s", req), req)

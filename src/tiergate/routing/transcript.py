@@ -40,8 +40,15 @@ from tiergate.routing.session_scorer import TaskText, task_text
 
 
 def fingerprint(m: Message) -> int:
-    """A message's identity for the prefix check (hashes, so O(1) after the first)."""
-    return hash((m.role, m.text(), m.tool_call_id, tuple(c.id for c in m.tool_calls)))
+    """A message's identity for the prefix check (hashes, so O(1) after the first).
+
+    It covers everything `TranscriptSummary.add` reads: the text, the calls (id,
+    name and arguments), the error flag (strikes read it) and how many images the
+    message carries (the summary's `images`); a resent message that differs only
+    there is not the same message."""
+    images = sum(1 for p in m.content if isinstance(p, ImagePart))
+    calls = tuple((c.id, c.name, c.arguments) for c in m.tool_calls)
+    return hash((m.role, m.text(), m.tool_call_id, calls, m.is_error, images))
 
 
 @dataclass(slots=True)
