@@ -7,6 +7,7 @@ prompt and command observations, aider's /run echo); contents are made up.
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from tiergate.routing.observations import (
     observe,
     text_action,
     turn_observations,
+    unwrap_json_result,
 )
 
 
@@ -299,3 +301,39 @@ def test_stash_run_pop_is_a_check_not_a_revert() -> None:
     assert action is not None and not action.revert
     stash = text_action(bash("git stash"))
     assert stash is not None and stash.revert
+
+
+_UNITTEST_FAILURE = (
+    "test_add (test_calc.AddTest.test_add) ... FAIL\n\n"
+    "FAIL: test_add (test_calc.AddTest.test_add)\n"
+    "Traceback (most recent call last):\n"
+    '  File "/repo/test_calc.py", line 8, in test_add\n'
+    "    self.assertEqual(add(2, 1), 3)\n"
+    "AssertionError: 1 != 3\n\nFAILED (failures=1)\n"
+)
+
+
+def test_a_json_wrapped_command_result_reads_like_its_text_form() -> None:
+    """mini-swe-agent 2.x in tool mode answers a call with `{"returncode": N,
+    "output": "..."}`: escaped in JSON the output has no line breaks, so without
+    decoding only an output digest (no failure identity) would be read."""
+    as_json = orjson.dumps(
+        {"returncode": 1, "output": _UNITTEST_FAILURE}, option=orjson.OPT_INDENT_2
+    )
+    as_text = f"<returncode>1</returncode>\n<output>\n{_UNITTEST_FAILURE}</output>"
+    from_json = observe(Message("tool", [TextPart(as_json.decode())], tool_call_id="c1"), "action")
+    from_text = observe(Message("tool", [TextPart(as_text)], tool_call_id="c1"), "action")
+    assert from_json is not None and from_text is not None
+    assert from_json.failed and from_json.error_flag
+    assert from_json.failures == from_text.failures
+    assert any(k.startswith("test:") for k in from_json.failures)
+    ok = orjson.dumps({"returncode": 0, "output": ""}).decode()
+    passed = observe(Message("tool", [TextPart(ok)], tool_call_id="c2"), "action")
+    assert passed is not None and not passed.failed
+
+
+@pytest.mark.parametrize(
+    "text", ['{"returncode": "1", "output": "x"}', '{"returncode": 1, "output": 3}', "{not json"]
+)
+def test_other_json_results_are_read_as_text(text: str) -> None:
+    assert unwrap_json_result(text) == text

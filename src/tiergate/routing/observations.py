@@ -427,6 +427,30 @@ class Observation:
     parts: tuple[Observation, ...] = ()
 
 
+JSON_RESULT_LIMIT = 1 << 20
+"""Largest JSON-wrapped command result decoded (larger ones are read as text)."""
+_JSON_RESULT = re.compile(r'\{\s*"(?:returncode|exit_code)"\s*:\s*-?\d+\s*,')
+
+
+def unwrap_json_result(text: str) -> str:
+    """A command result sent as a JSON object (mini-swe-agent 2.x tool mode:
+    `{"returncode": 1, "output": "..."}`) as the `<returncode>` wrapper its text
+    mode uses, so the output's lines, tracebacks and test ids read as in any
+    other output; any other text unchanged. Escaped inside JSON, the output has
+    no line breaks, and only its last lines' digest would identify a failure."""
+    if not text.startswith("{") or len(text) > JSON_RESULT_LIMIT or not _JSON_RESULT.match(text):
+        return text
+    try:
+        obj = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text
+    code = obj.get("returncode", obj.get("exit_code")) if isinstance(obj, dict) else None
+    output = obj.get("output") if isinstance(obj, dict) else None
+    if not isinstance(code, int) or not isinstance(output, str):
+        return text
+    return f"<returncode>{code}</returncode>\n<output>\n{output}\n</output>"
+
+
 def _window(text: str) -> str:
     """The text after a newline (so every line starts after one); its head and tail
     only when it is long: errors and summaries print there."""
@@ -651,6 +675,7 @@ def observe(m: Message, follows: Follows) -> Observation | None:
     if key in _observe_memo:
         return _observe_memo[key]
     result: Observation | None
+    text = unwrap_json_result(text)
     window = _window(text)
     wrapped = _wrapped(text)
     if m.role == "tool":
