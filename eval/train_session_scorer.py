@@ -87,7 +87,7 @@ GRID = {
 }
 FOLDS = 5
 ARTIFACTS = Path("src/tiergate/routing/artifacts")
-"""The artifact is written as session_scorer_<feature set>.json (ARTIFACT names the shipped one)."""
+"""The shipped artifact is ARTIFACTS / ARTIFACT; it names the feature set it reads."""
 SOURCES = [
     {
         "name": "coder",
@@ -331,6 +331,15 @@ def grid_search(
     return out
 
 
+def pinned(spec: str, searched: list[Setting]) -> Setting:
+    """The grid point `spec` ("v1,1,0.05,0.5") names; it must be one the grid searched."""
+    features, l2, easy_rate, medium = spec.split(",")
+    setting = Setting(features, float(l2), float(easy_rate), float(medium))
+    if setting not in searched:
+        raise SystemExit(f"--setting {spec}: not a point of the searched grid")
+    return setting
+
+
 def lexical_fired(d: Extracted) -> np.ndarray:
     return fired_by(d.delta, d)
 
@@ -345,7 +354,9 @@ def artifact(trained: Trained, d: Extracted, grid_size: int) -> dict[str, Any]:
         if ((d.protocol == p) & (d.bucket == b)).any()
     }
     return {
-        "version": f"session-scorer-{trained.setting.features}",
+        # the artifact's own name, then the feature set it reads (not the same thing:
+        # the shipped session_scorer_v2.json may hold a model on the v1 features)
+        "version": f"{Path(ARTIFACT).stem.replace('_', '-')} (features {setting.features})",
         "model": "logistic regression on standardised features; score = sigmoid(bias + "
         "sum(weights * (x - mean) / scale)); trigger at escalation.delta_t2 = 0.55",
         "features": list(FEATURE_SETS[setting.features]),
@@ -379,7 +390,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--corpus-dir", type=Path, required=True, help="realtraffic build folder")
     ap.add_argument("--cache-dir", type=Path, default=Path("/tmp/session-scorer-cache"))
     ap.add_argument(
-        "--out", type=Path, help=f"artifact path (default {ARTIFACTS}/session_scorer_<set>.json)"
+        "--out", type=Path, help=f"artifact path (default {ARTIFACTS}/{ARTIFACT}, the shipped one)"
+    )
+    ap.add_argument(
+        "--setting",
+        metavar="FEATURES,L2,EASY_RATE,MEDIUM",
+        help="ship this grid point instead of the best one (the grid is still searched and "
+        "reported); the shipped point is the best one that passes the agent-CLI tests "
+        "(docs/session-scorer.md)",
     )
     ap.add_argument("--report", type=Path, help="write the evaluation JSON here")
     ap.add_argument("--no-write", action="store_true", help="evaluate only")
@@ -413,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     if td is not None:
         td.check(real, fold)
     grid = grid_search(real, synth, fold, td, args.feature_set)
-    best = grid[0][0]
+    best = grid[0][0] if not args.setting else pinned(args.setting, [g[0] for g in grid])
     fired, foldout_scores = foldout(real, synth, best, fold, td)
     if args.foldout_scores:
         args.foldout_scores.write_text(json.dumps(foldout_scores) + "\n")
@@ -472,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.report:
         args.report.write_text(text + "\n")
     if not args.no_write:
-        out = args.out or ARTIFACTS / f"session_scorer_{best.features}.json"
+        out = args.out or ARTIFACTS / ARTIFACT
         out.write_text(json.dumps(artifact(trained, everything, len(grid))) + "\n")
         print(f"wrote {out} (the gateway reads {ARTIFACT})", file=sys.stderr)
     return 0

@@ -58,7 +58,9 @@ def test_shipped_artifact_matches_the_code_and_names_its_sources() -> None:
     )
     assert set(doc["features"]) <= set(FEATURE_NAMES)
     assert len(doc["weights"]) == len(doc["mean"]) == len(doc["scale"]) == len(doc["features"])
-    assert doc["version"] == "session-scorer-v2"
+    assert (
+        doc["version"] == f"session-scorer-v2 (features {doc['training']['setting']['features']})"
+    )
     assert all(s["licence"] for s in doc["sources"])
     assert "held_out" in doc["training"] and "setting" in doc["training"]
     assert session_scorer.shipped().version == doc["version"]
