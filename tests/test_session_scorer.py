@@ -119,7 +119,7 @@ def test_behaviour_features_count_what_the_agent_did() -> None:
     assert x["log_tool_calls"] == pytest.approx(math.log1p(6))
     assert x["log_files_edited"] == pytest.approx(math.log1p(1))
     assert x["log_edits"] == pytest.approx(math.log1p(2))
-    assert x["failure_share"] == pytest.approx(2 / 6)
+    assert x["failure_share"] == pytest.approx(2 / (6 + session_scorer.FAILURE_SHARE_PRIOR))
     assert x["log_longest_failure_streak"] == pytest.approx(math.log1p(1))
     assert x["log_failure_streak"] == 0.0  # the last run passed
     assert x["task_log_lines"] == pytest.approx(math.log1p(3))
@@ -213,3 +213,24 @@ def test_gateway_with_the_learned_scorer_escalates_a_session_that_turns_hard() -
     assert tiers[:2] == ["base", "base"]
     assert "strong; reason=difficulty" in tiers[2:4]
     assert tiers[4] == "strong"
+
+
+def test_one_failed_observation_is_not_a_failing_session() -> None:
+    """A session's first test run fails on purpose; read from one observation the
+    failed share would be 100 %, as in a long struggle (agent CLI tests caught it)."""
+    call = ToolCall("c1", "run_command", '{"cmd": "pytest"}')
+    msgs = [
+        Message("user", [TextPart("Fix the failing test.")]),
+        Message("assistant", [], tool_calls=[call]),
+        Message(
+            "tool", [TextPart("FAILED test_calc.py::test_add - assert 1 == 3")], tool_call_id="c1"
+        ),
+    ]
+    x = dict(
+        zip(
+            FEATURE_NAMES,
+            features(summarize(ChatRequest(model="m", messages=msgs)), 0.0),
+            strict=True,
+        )
+    )
+    assert x["failure_share"] == pytest.approx(1 / 3)

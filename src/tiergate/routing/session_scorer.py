@@ -51,6 +51,10 @@ EARLIER_ARTIFACTS = ("session_scorer_v1.json",)
 TASK_TOKEN_LIMIT = 4000
 #: Characters of the task text read for its statistics.
 TASK_CHAR_LIMIT = 32_000
+#: Pseudo-observations without a failure in the failed-observation share: a share
+#: read from one or two observations is mostly noise (a session's first test run
+#: fails on purpose), and a real struggle has many.
+FAILURE_SHARE_PRIOR = 2
 #: Contributions listed in the audit event.
 REASONS_KEPT = 4
 #: Compute the task-difficulty score even when the shipped artifact does not read it
@@ -170,7 +174,7 @@ def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, .
         math.log1p(len(p.tools_used)),
         math.log1p(p.cycles),
         float(len(p.stuck)),
-        p.failed_observations / max(p.observations, 1),
+        p.failed_observations / (p.observations + FAILURE_SHARE_PRIOR),
         math.log1p(p.failure_streak),
         math.log1p(p.longest_failure_streak),
         math.log1p(p.steps_since_progress),
