@@ -30,7 +30,8 @@ from tiergate.replay.experiments import SCORER_POLICIES
 from tiergate.replay.features import CorpusFacts, extract
 from tiergate.replay.harness import STANDARD_POLICIES, RunResult, run_policy
 from tiergate.replay.metrics import outcomes
-from tiergate.routing.observations import Follows, latest_turn_bounds, observe, shell_action
+from tiergate.routing.actions import shell_action
+from tiergate.routing.observations import Follows, latest_turn_bounds, observe
 from tiergate.routing.progress import Progress
 
 

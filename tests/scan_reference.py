@@ -18,7 +18,7 @@ import orjson
 from tiergate.core.model import ChatRequest, ChatResponse, Message, ToolCall
 from tiergate.routing import difficulty as d
 from tiergate.routing import strikes as s
-from tiergate.routing.observations import parse_args
+from tiergate.routing.actions import parse_args
 
 # =====================================================================================
 # Frozen reference: difficulty._scan_text before the fast path (same vocabularies).

@@ -14,14 +14,13 @@ from hypothesis import strategies as st
 
 from tiergate.core.model import ChatRequest, Message, TextPart
 from tiergate.formats.anthropic import parse_request as parse_anthropic
+from tiergate.routing.actions import call_action, text_action
 from tiergate.routing.difficulty import delta_features, full_transcript_features
 from tiergate.routing.features import agent_state
 from tiergate.routing.observations import (
     Follows,
-    call_action,
     failure_keys,
     observe,
-    text_action,
     turn_observations,
     unwrap_json_result,
 )

@@ -13,12 +13,11 @@ from __future__ import annotations
 import pytest
 
 from tiergate.core.model import ChatRequest, Message, TextPart
+from tiergate.routing.actions import tagged_edit_action, text_action
 from tiergate.routing.observations import (
     SEARCH_PARTS,
     harness_observation,
     observe,
-    tagged_edit_action,
-    text_action,
     turn_observations,
 )
 from tiergate.routing.progress import SURVIVAL_STRIKE, progress_of

@@ -13,7 +13,7 @@ from __future__ import annotations
 import orjson
 
 from tiergate.core.model import Message, TextPart, ToolCall
-from tiergate.routing.observations import is_edit_call
+from tiergate.routing.actions import is_edit_call
 from tiergate.routing.progress import DIVERSITY_STRIKE, is_identity, progress_of
 
 ASK = Message("user", [TextPart("Fix the date parser bug described in the issue.")])

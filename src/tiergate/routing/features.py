@@ -13,11 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tiergate.core.model import ChatRequest
-from tiergate.routing.observations import (
-    PATH_ARGUMENT_KEYS,
-    edited_paths,
-    turn_observations,
-)
+from tiergate.routing.actions import PATH_ARGUMENT_KEYS, edited_paths
+from tiergate.routing.observations import turn_observations
 from tiergate.routing.output_shapes import looks_like_test_failure
 from tiergate.routing.progress import Progress, progress_of
 
@@ -34,7 +31,7 @@ class AgentState:
     tools_used: names of every tool the assistant has called ("bash" for a text
         agent's shell block).
     files_edited: paths passed to file-changing tools or edited by shell commands
-        (observations.call_action decides, so the DSL and the strikes agree).
+        (actions.call_action decides, so the DSL and the strikes agree).
     tool_calls: how many tool calls (or text actions) the assistant has made.
     tests_failed: an observation in the latest turn looks like a failing test run
         (output_shapes.looks_like_test_failure).

@@ -1,4 +1,4 @@
-"""One classifier for actions and observations, whatever protocol the agent speaks.
+"""One classifier for observations, whatever protocol the agent speaks.
 
 A tool-call agent (OpenAI tool calls, Anthropic `tool_use`/`tool_result`) acts
 through tool calls and reads role-"tool" messages. A text agent (mini-swe-agent,
@@ -12,13 +12,10 @@ search API: `search_class("X")` in prose, "Result of search_class("X"): ..." bac
 its `<file>/<original>/<patched>` edits, answered "Your edit could not be
 applied ..." or "Written an applicable patch, but ... Some tests have failed")
 is read the same way (`harness_observation`). This module turns all of them
-into the same two facts:
-
-- `Action`: what the agent did (its identity for repeat detection, whether it
-  edited files, which files, whether it reverted them);
-- `Observation`: what came back (failed or not, the identity of the failure:
-  failing test ids, exception type and location, compiler diagnostics; whether
-  a test run passed).
+into one fact, `Observation`: what came back (failed or not, the identity of
+the failure: failing test ids, exception type and location, compiler
+diagnostics; whether a test run passed). What the agent did, the `Action`
+each observation answers, is routing.actions.
 
 The delta scorer, the strike producers and the transcript summary all read
 these, so they agree. Pure; classifications are memoised by the text's hash,
@@ -27,301 +24,23 @@ so a resent message costs a hash, not a scan.
 
 from __future__ import annotations
 
-import contextlib
-import functools
 import itertools
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 import orjson
 
-from tiergate.core.model import Message, ToolCall
+from tiergate.core.model import Message
+from tiergate.routing import actions
+from tiergate.routing.actions import remember, text_action
 from tiergate.routing.output_shapes import (
     SCAN_HEAD,
     SCAN_TAIL,
     looks_failed,
     looks_like_test_failure,
 )
-
-# ---- actions: tool calls ------------------------------------------------------------
-
-PATH_ARGUMENT_KEYS: tuple[str, ...] = (
-    "path",
-    "file_path",
-    "filepath",
-    "file",
-    "filename",
-    "target_file",
-    "notebook_path",
-)
-"""Argument names that carry the edited file's path in common agent tool schemas."""
-
-_EDIT_NAME_TOKENS = frozenset(
-    {"write", "edit", "patch", "apply", "replace", "insert", "multiedit", "applypatch"}
-)
-_FILE_VERB_TOKENS = frozenset({"create", "save", "append", "update", "modify", "overwrite"})
-_FILE_ARG_KEYS = frozenset({"path", "file", "file_path", "filepath", "filename", "target_file"})
-_EDIT_ARG_KEYS = frozenset(
-    {"old_string", "new_string", "old_str", "new_str", "patch", "diff", "file_text", "edits"}
-)
-_READ_ONLY_COMMANDS = frozenset({"view", "read", "cat", "list", "ls", "search", "find"})
-_SHELL_EDIT = re.compile(
-    r"\bsed\s+(?:-\w+\s+)*-i"
-    r"|\bperl\s+-\w*i"
-    r"|\bapply_patch\b"
-    r"|\bgit\s+apply\b"
-    r"|\bpatch\s+(?:-\w+\s+)*-p\d"
-    r"|(?:^|[^>&\d])>{1,2}\s*['\"]?[\w./-]+\.\w+"
-    r"|\btee\s+(?:-a\s+)?['\"]?[\w./-]+\.\w+"
-)
-_TOOL_EDIT_COMMAND = re.compile(  # SWE-agent's editing commands, as the first line of a block
-    r"(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+|append\s+\S+)\s*(?:\n|$)"
-    r"|str_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b"
-)
-_TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
-_PATCH_PATH_RE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
-
-
-def parse_args(arguments: str) -> Any:
-    """A call's JSON arguments ({} when empty), or None when they are not JSON."""
-    if not arguments.strip():
-        return {}
-    try:
-        return orjson.loads(arguments)
-    except orjson.JSONDecodeError:
-        return None
-
-
-def is_edit_call(call: ToolCall) -> bool:
-    """Does this tool call look like it changed files (write/edit/patch/apply)?"""
-    tokens = {t.lower() for t in _TOKEN_SPLIT.split(call.name) if t}
-    args = parse_args(call.arguments)
-    if isinstance(args, dict):
-        command = args.get("command")
-        if isinstance(command, str) and command.strip().lower() in _READ_ONLY_COMMANDS:
-            return False
-        if _EDIT_ARG_KEYS.intersection(args):
-            return True
-        if tokens & _FILE_VERB_TOKENS and _FILE_ARG_KEYS.intersection(args):
-            return True
-        shell = " ".join(v for v in args.values() if isinstance(v, str))
-        if isinstance(command, list):
-            shell += " " + " ".join(str(v) for v in command)
-        if _SHELL_EDIT.search(shell):
-            return True
-        if not any(isinstance(v, str) for v in args.values()):
-            return False  # a file edit names a file or carries text (TodoWrite's list does not)
-    return bool(tokens & _EDIT_NAME_TOKENS)
-
-
-def edited_paths(call: ToolCall) -> list[str]:
-    """Paths a tool call edits, or [] when it is not a file-changing call."""
-    return list(call_action(call.name, call.arguments).paths)
-
-
-EditKey = tuple[str, int, int]
-"""(path, hash of the text replaced, hash of the text written); 0 for "whole file"."""
-
-
-@dataclass(frozen=True, slots=True)
-class Action:
-    """What the agent did in one step.
-
-    signature: identity for "the same command again" (tool name plus canonical
-        arguments, or the whitespace-normalised shell command).
-    tool: the tool's name ("bash" for a shell block in text).
-    edit: it changes files (when it succeeds; see `compound`).
-    compound: a shell command with more than one step (`sed -i ... && pytest`): when
-        it fails, its edit may still have happened before a later step failed.
-    paths: files it edited, when known.
-    edit_keys: its edits as EditKeys, to spot an edit undone or redone.
-    revert: it discards changes (`git checkout -- f`, `git restore`, `git stash`, ...).
-    reads: files a non-editing tool call names (a Read or a `view`), so that a
-        whole-file write to a file read before is known to replace existing content.
-    writes: files it writes whole (a `create`/Write tool's content, `cat > f <<EOF`),
-        as opposed to changing part of them (a replacement, a patch).
-    """
-
-    signature: str
-    tool: str
-    edit: bool = False
-    compound: bool = False
-    paths: tuple[str, ...] = ()
-    edit_keys: tuple[EditKey, ...] = ()
-    revert: bool = False
-    reads: tuple[str, ...] = ()
-    writes: tuple[str, ...] = ()
-
-
-_SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
-_REVERT = re.compile(
-    r"\bgit\s+(?:checkout\s+(?:HEAD\s+)?--\s|restore\s|stash(?:\s+push)?\s*(?:$|[;&|])|reset\s+--hard)"
-    r"|\bundo_edit\b",
-    re.MULTILINE,
-)
-_STASH_RESTORE = re.compile(r"\bstash\s+(?:pop|apply)\b")  # stash, run, pop: a check
-_SED_SUBST = re.compile(  # sed -i 's/old/new/g' file
-    r"\bsed\s+(?:-\w+\s+)*-i\S*\s+(?:-e\s+)?(['\"])s(.)(.*?)\2(.*?)\2\w*\1\s+(\S+)"
-)
-_HEREDOC_WRITE = re.compile(  # cat > file <<'EOF' ... EOF
-    r"\bcat\s*>\s*['\"]?([\w./-]+)['\"]?\s*<<-?\s*['\"]?(\w+)['\"]?\n(.*?)\n\2\b", re.S
-)
-
-
-_SWE_EDIT = re.compile(r"^\s*edit\s+(\d+:\d+)\s*\n(.*?)^end_of_edit\b", re.S | re.M)
-_STEP_SEPARATOR = re.compile(r"&&|\|\||;|\n")
-
-
-def shell_action(command: str, tool: str, signature: str | None = None) -> Action:
-    """An Action for a shell command (from a text block or a shell tool's arguments)."""
-    keys: list[EditKey] = []
-    paths: list[str] = []
-    writes: list[str] = []
-    for m in _SED_SUBST.finditer(command):
-        keys.append((m.group(5), hash(m.group(3)), hash(m.group(4))))
-        paths.append(m.group(5))
-    for m in _HEREDOC_WRITE.finditer(command):
-        keys.append((m.group(1), 0, hash(m.group(3))))
-        paths.append(m.group(1))
-        writes.append(m.group(1))
-    swe_edit = _SWE_EDIT.search(command)
-    if swe_edit:
-        keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
-    edit = bool(keys) or _SHELL_EDIT.search(command) is not None
-    edit = edit or _TOOL_EDIT_COMMAND.match(command.lstrip()) is not None
-    steps = _SWE_EDIT.sub("", _HEREDOC_WRITE.sub("", command)).strip()
-    return Action(
-        signature=signature if signature is not None else " ".join(command.split()),
-        tool=tool,
-        edit=edit,
-        compound=_STEP_SEPARATOR.search(steps) is not None,
-        paths=tuple(paths),
-        edit_keys=tuple(keys),
-        revert=_REVERT.search(command) is not None and _STASH_RESTORE.search(command) is None,
-        writes=tuple(writes),
-    )
-
-
-@functools.lru_cache(maxsize=16_384)
-def call_action(name: str, arguments: str) -> Action:
-    """The Action of a tool call. Memoised by name and arguments: agents resend
-    every earlier call each turn, and reading a call parses its arguments."""
-    args = parse_args(arguments)
-    if args is None:
-        signature = name + " " + " ".join(arguments.split())
-    else:
-        signature = name + " " + orjson.dumps(args, option=orjson.OPT_SORT_KEYS).decode()
-    if not isinstance(args, dict):
-        return Action(signature, name, edit=is_edit_call(ToolCall("", name, arguments)))
-    command = args.get("command") or args.get("cmd")
-    if isinstance(command, list):
-        command = " ".join(str(v) for v in command)
-    tokens = {t.lower() for t in _TOKEN_SPLIT.split(name) if t}
-    if isinstance(command, str) and tokens & _SHELL_NAMES and " " in command.strip():
-        return shell_action(command, name, signature)
-    paths = [args[k] for k in PATH_ARGUMENT_KEYS if isinstance(args.get(k), str) and args[k]]
-    if not is_edit_call(ToolCall("", name, arguments)):
-        revert = _REVERT.search(str(command or "")) is not None
-        return Action(signature, name, revert=revert, reads=tuple(paths))
-    for v in args.values():  # apply_patch-style tools carry paths inside the patch text
-        if isinstance(v, str) and ("*** " in v or "+++ " in v):
-            paths.extend(_PATCH_PATH_RE.findall(v))
-    path = paths[0] if paths else ""
-    old = args.get("old_str", args.get("old_string"))
-    new = args.get("new_str", args.get("new_string"))
-    keys: list[EditKey] = []
-    writes: tuple[str, ...] = ()
-    if isinstance(old, str) and isinstance(new, str):
-        keys.append((path, hash(old), hash(new)))
-    elif isinstance(args.get("file_text") or args.get("content"), str):
-        keys.append((path, 0, hash(args.get("file_text") or args.get("content"))))
-        writes = (path,) if path else ()
-    elif isinstance(args.get("patch"), str):
-        keys.append((path, 0, hash(args["patch"])))
-    revert = isinstance(command, str) and command == "undo_edit"
-    return Action(signature, name, True, False, tuple(paths), tuple(keys), revert, writes=writes)
-
-
-_CALL_NAME = re.compile(r"[A-Za-z_][\w.]*")
-
-
-@functools.lru_cache(maxsize=16_384)
-def named_call_action(call: str) -> Action:
-    """The Action of a call a harness ran for the agent and echoes back
-    (`search_class("Media")`): the call, whitespace-normalised, is its identity,
-    so the same search again is a repeat. Exploration, never an edit."""
-    name = _CALL_NAME.match(call)
-    return Action(" ".join(call.split()), name.group(0) if name else "call")
-
-
-# ---- actions: text ------------------------------------------------------------------
-
-_FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
-_TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
-_FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
-_PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
-
-
-_TAGGED_EDIT = re.compile(  # <file>f</file> <original>old</original> <patched>new</patched>
-    r"<file>\s*([^<\n]+?)\s*</file>\s*<original>(.*?)</original>\s*<patched>(.*?)</patched>", re.S
-)
-
-
-def tagged_edit_action(text: str) -> Action | None:
-    """An edit written as tagged replacements (AutoCodeRover's `# modification n`
-    blocks: `<file>`, `<original>`, `<patched>`), or None. Its edit keys are the
-    replacements, so a patch sent again, or undone, is recognised."""
-    if "<patched>" not in text:
-        return None
-    edits = _TAGGED_EDIT.findall(text)
-    if not edits:
-        return None
-    keys = tuple((path, hash(old.strip()), hash(new.strip())) for path, old, new in edits)
-    paths = tuple(dict.fromkeys(path for path, _, _ in edits))
-    signature = "patch " + " ".join(f"{p}:{o:x}:{n:x}" for p, o, n in keys)
-    return Action(signature, "patch", edit=True, paths=paths, edit_keys=keys)
-
-
-_text_action_memo: dict[tuple[int, int], Action | None] = {}
-
-
-def text_action(text: str) -> Action | None:
-    """The command in an assistant reply written as text, or None.
-
-    The last ```bash (or unlabelled) block, `<command>`/`<execute_bash>` tags, an
-    OpenHands `<function=name><parameter=...>` call, or tagged replacements
-    (`tagged_edit_action`). Only a *candidate*: it
-    becomes an action when the next user message is its observation, so a chat
-    answer that merely shows a command is not counted. Memoised by (hash, length).
-    """
-    if "```" not in text and "<" not in text:
-        return None
-    key = (hash(text), len(text))
-    if key in _text_action_memo:
-        return _text_action_memo[key]
-    action = _text_action(text)
-    _remember(_text_action_memo, key, action)
-    return action
-
-
-def _text_action(text: str) -> Action | None:
-    tagged_edit = tagged_edit_action(text)
-    if tagged_edit is not None:
-        return tagged_edit
-    function = _FUNCTION.search(text) if "<function=" in text else None
-    if function is not None:
-        params = dict(_PARAMETER.findall(function.group(2)))
-        return call_action(function.group(1), orjson.dumps(params).decode())
-    tagged = _TAGGED.findall(text) if "<" in text else []
-    if tagged:
-        return shell_action(tagged[-1][1], "bash")
-    blocks = _FENCE.findall(text)
-    if blocks:
-        return shell_action(blocks[-1][1], "bash")
-    return None
-
 
 # ---- observations -------------------------------------------------------------------
 
@@ -652,7 +371,7 @@ _observe_memo: dict[tuple[int, int, int, str], Observation | None] = {}
 
 Follows = Literal["opening", "reply", "action"]
 """What a message follows: nothing from the assistant yet, a reply without a
-command, or a reply whose text carries a command (observations.text_action)."""
+command, or a reply whose text carries a command (actions.text_action)."""
 
 
 def observe(m: Message, follows: Follows) -> Observation | None:
@@ -688,28 +407,14 @@ def observe(m: Message, follows: Follows) -> Observation | None:
         result = _observe(window, False, wrapped=False)
     else:
         result = None
-    _remember(_observe_memo, key, result)
+    remember(_observe_memo, key, result)
     return result
-
-
-MEMO_LIMIT = 20_000
-"""Entries per classification memo (keys are hashes, so texts are not kept)."""
 
 
 def clear_memos() -> None:
     """Forget memoised classifications (benchmarks measure the cold path with this)."""
     _observe_memo.clear()
-    _text_action_memo.clear()
-    call_action.cache_clear()
-    named_call_action.cache_clear()
-
-
-def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
-    if len(memo) >= MEMO_LIMIT:
-        # StopIteration/RuntimeError: emptied or resized by another thread meanwhile.
-        with contextlib.suppress(StopIteration, RuntimeError):
-            memo.pop(next(iter(memo)), None)
-    memo[key] = value
+    actions.clear_memos()
 
 
 # ---- the latest turn ----------------------------------------------------------------

@@ -54,17 +54,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from tiergate.core.model import Message
-from tiergate.routing.observations import (
+from tiergate.routing.actions import (
     Action,
     EditKey,
-    Follows,
-    Observation,
     call_action,
     named_call_action,
-    observe,
     shell_action,
     text_action,
 )
+from tiergate.routing.observations import Follows, Observation, observe
 
 #: Edits a failure must survive (seen again after each) before it strikes.
 SURVIVAL_STRIKE = 2

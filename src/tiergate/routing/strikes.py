@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from tiergate.core.model import ChatRequest, ChatResponse, Message
-from tiergate.routing.observations import is_edit_call, latest_turn_bounds, parse_args
+from tiergate.routing.actions import is_edit_call, parse_args
+from tiergate.routing.observations import latest_turn_bounds
 from tiergate.routing.output_shapes import looks_like_error, looks_like_test_failure
 from tiergate.routing.progress import Progress
 from tiergate.routing.transcript import fingerprint
