@@ -11,7 +11,9 @@ from tiergate.core.model import ChatRequest, ImagePart, Message, TextPart, ToolC
 from tiergate.routing.difficulty import full_transcript_features
 from tiergate.routing.features import agent_state
 from tiergate.routing.progress import progress_of
+from tiergate.routing.session_scorer import task_text
 from tiergate.routing.strikes import request_strikes
+from tiergate.routing.task_message import EXAMPLES_END, task_of
 from tiergate.routing.transcript import (
     TranscriptCache,
     TranscriptSummary,
@@ -42,6 +44,10 @@ WORDS = [
     "</output>",
     "(Open file: x.py)\n(Current directory: /repo)\nbash-$",
     "git checkout -- x.py",
+    # agent-harness blocks the task text leaves out (routing.task_message)
+    "<system-reminder>",
+    "</system-reminder>",
+    "<environment_context> <cwd>/repo</cwd> </environment_context>",
 ]
 
 texts = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
@@ -68,6 +74,8 @@ def messages(draw: st.DrawFn) -> Message:
     parts: list[TextPart | ImagePart] = [TextPart(draw(texts))]
     if role == "user" and draw(st.integers(0, 9)) == 0:
         parts.append(ImagePart(url="https://example.com/a.png"))
+    if role == "user" and draw(st.integers(0, 9)) == 0:
+        parts = [TextPart(EXAMPLES_END)]  # aider: the user messages before were examples
     if draw(st.booleans()):
         parts.append(TextPart(draw(texts)))
     calls = draw(st.lists(tool_calls, max_size=2)) if role == "assistant" else []
@@ -96,6 +104,8 @@ def assert_equal_to_full_pass(summary: TranscriptSummary, req: ChatRequest) -> N
     assert summary.prompt_tokens(req) == approx_prompt_tokens(req)
     assert summary.images == req.has_images()
     assert request_strikes(req, summary.progress) == request_strikes(req, progress_of(req.messages))
+    task = task_of(req.messages)
+    assert summary.task == (task_text(task) if task else None)
 
 
 @settings(max_examples=150, deadline=None)

@@ -16,8 +16,9 @@ Two kinds of text per labelled, non-Verified SWE-bench instance:
   put it on PYTHONPATH from a scratch venv).
 - `views.jsonl`: {session_id, instance_id, bucket, framework, text}: the first
   user message of every session of the real-traffic corpus, as the gateway
-  reads it (`parse_request`, first `user` message, TASK_CHAR_LIMIT characters),
-  i.e. the issue text inside each agent's own prompt wrapper.
+  reads it (`parse_request`, first `user` message with words of its own,
+  `task_message.task_of`, TASK_CHAR_LIMIT characters), i.e. the issue text
+  inside each agent's own prompt wrapper.
 
 SWE-bench Verified instances (`in_verified=true`) are dropped at the join, always.
 Licences: SWE-bench is MIT; the problem statements are GitHub issue text of the
@@ -38,7 +39,7 @@ from typing import Any
 import orjson
 
 from tiergate.formats.openai import parse_request
-from tiergate.routing.session_scorer import TASK_CHAR_LIMIT
+from tiergate.routing.task_message import task_of
 
 LABELS = Path("/work/shared/data/swebench-difficulty/difficulty.csv")
 COMMIT = "e05e7b3a28bffbf2d960c813078d403c3b5893ba"
@@ -99,11 +100,13 @@ def statements(mirror: Path, known: dict[str, tuple[str, str]]) -> dict[str, dic
 
 
 def first_user_text(doc: dict[str, Any]) -> str:
-    """The task text the gateway's transcript summary reads (routing/transcript.py)."""
+    """The task text the gateway's transcript summary reads (routing/transcript.py):
+    from the first request with a user message, harness blocks left out
+    (routing.task_message), at most TASK_CHAR_LIMIT characters."""
     for turn in doc["turns"]:
-        for m in parse_request(turn["request"]).messages:
-            if m.role == "user":
-                return m.text()[:TASK_CHAR_LIMIT]
+        messages = parse_request(turn["request"]).messages
+        if any(m.role == "user" for m in messages):
+            return task_of(messages)
     return ""
 
 

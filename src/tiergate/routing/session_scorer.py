@@ -26,8 +26,8 @@ engine reads is the model's, floored at the latest turn's lexical score
 
 Request-time cost is a fixed ~30-term dot product over counters the summary
 already keeps, plus the task-text statistics computed once per session when
-the summary reads its first user message (the task-difficulty score among
-them). Pure Python, no I/O after the artifacts are loaded (once, lazily).
+the summary reads its task message (routing.task_message; the task-difficulty
+score among them). Pure Python, no I/O after the artifacts are loaded (once, lazily).
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ FEATURE_NAMES: tuple[str, ...] = (
     # transcript size
     "log_transcript_tokens",
     "transcript_code_density",
-    # task text shape (first user message)
+    # task text shape (the first user message's own words: routing.task_message)
     "task_log_chars",
     "task_log_lines",
     "task_indented_share",

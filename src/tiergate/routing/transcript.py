@@ -37,6 +37,7 @@ from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
 from tiergate.routing.features import AgentState, agent_state
 from tiergate.routing.progress import Progress
 from tiergate.routing.session_scorer import TaskText, task_text
+from tiergate.routing.task_message import ends_examples, own_text
 
 
 def fingerprint(m: Message) -> int:
@@ -63,7 +64,7 @@ class TranscriptSummary:
     chars: int = 0  # text + tool-call name/arguments characters (prompt estimate)
     images: bool = False
     progress: Progress = field(default_factory=Progress)  # agent state, stuck evidence
-    task: TaskText | None = None  # shape of the first user message (session_scorer)
+    task: TaskText | None = None  # shape of the task text (task_message, session_scorer)
     rewrites: bool = False  # this session's history once failed the prefix check
     before_last: TranscriptSummary | None = None  # messages[:count - 1], if rewrites
 
@@ -87,7 +88,8 @@ class TranscriptSummary:
 
     def add(self, m: Message, index: int) -> None:
         """Read the message at `index`: each message is classified once, here."""
-        self.tally.add(m.text())
+        text = m.text()
+        self.tally.add(text)
         self.chars += message_chars(m)
         if m.role == "tool":
             self.tool_messages = True
@@ -95,10 +97,20 @@ class TranscriptSummary:
             self.tally.add(call.arguments)
             self.tool_messages = True
         self.progress.add(m, index)
-        if self.task is None and m.role == "user":
-            self.task = task_text(m.text())
+        if m.role == "user":
+            self._read_task(text)
         if not self.images:
             self.images = any(isinstance(p, ImagePart) for p in m.content)
+
+    def _read_task(self, text: str) -> None:
+        """The task is the first user message with words of its own (task_message:
+        agent-harness blocks left out); aider's worked examples do not count."""
+        if ends_examples(text):
+            self.task = None
+        elif self.task is None:
+            own = own_text(text)
+            if own:
+                self.task = task_text(own)
 
     # ---- what the deciders read ----------------------------------------------------
 
