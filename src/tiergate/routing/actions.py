@@ -234,7 +234,8 @@ def named_call_action(call: str) -> Action:
 
 # ---- actions: text ------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```([\w.+-]*)([^\S\n]*\n)?")
+_SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "console", "zsh", "mswea_bash_command"})
 _TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
 _FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
 _PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
@@ -293,10 +294,32 @@ def _text_action(text: str) -> Action | None:
     tagged = _TAGGED.findall(text) if "<" in text else []
     if tagged:
         return shell_action(tagged[-1][1], "bash")
-    blocks = _FENCE.findall(text)
-    if blocks:
-        return shell_action(blocks[-1][1], "bash")
+    block = last_shell_block(text) if "```" in text else None
+    if block is not None:
+        return shell_action(block, "bash")
     return None
+
+
+def last_shell_block(text: str) -> str | None:
+    """The body of the text's last ```bash (`sh`, `shell`, `console`, `zsh`,
+    `mswea_bash_command` or unlabelled) fenced block, or None.
+
+    Fences are paired in order, whatever their language: a fence opens a block
+    and the next one closes it. Pairing only shell fences would take the closing
+    fence of a ```python block shown before the command for an opening one, and
+    read the prose between the two blocks as the command. An opening fence must
+    end its line; a block left open is not a command.
+    """
+    body: str | None = None
+    opening: re.Match[str] | None = None
+    for fence in _FENCE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        if opening.group(2) is not None and opening.group(1) in _SHELL_FENCES:
+            body = text[opening.end() : fence.start()]
+        opening = None
+    return body
 
 
 MEMO_LIMIT = 20_000
