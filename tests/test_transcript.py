@@ -42,6 +42,12 @@ WORDS = [
     "</output>",
     "(Open file: x.py)\n(Current directory: /repo)\nbash-$",
     "git checkout -- x.py",
+    # SWE-agent's editor: commands on the open file, and the state its output reports
+    "```\ncreate repro.py\n```",
+    "```\nedit 1:2\n    x = 1\nend_of_edit\n```",
+    "```\nopen pkg/x.py 10\n```",
+    "[File: /repo/pkg/x.py (12 lines total)]",
+    "(Open file: /repo/repro.py)\n(Current directory: /repo/pkg)\nbash-$",
 ]
 
 texts = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)
