@@ -30,7 +30,7 @@ from tiergate.replay.experiments import SCORER_POLICIES
 from tiergate.replay.features import CorpusFacts, extract
 from tiergate.replay.harness import STANDARD_POLICIES, RunResult, run_policy
 from tiergate.replay.metrics import outcomes
-from tiergate.routing.actions import shell_action
+from tiergate.routing.actions import in_editor, shell_action
 from tiergate.routing.observations import Follows, latest_turn_bounds, observe
 from tiergate.routing.progress import Progress
 
@@ -93,6 +93,8 @@ def timeline(messages: list[Message]) -> list[dict[str, Any]]:
             action = p.pending_text
             if action is None and obs is not None and obs.command:
                 action = shell_action(obs.command, "bash")
+            if action is not None and obs is not None:  # the files it edits, as the fold sees them
+                action = in_editor(action, p.open_file, p.cwd, obs.open_file or "")
         p.add(m, i)
         if obs is None:
             continue
@@ -103,6 +105,7 @@ def timeline(messages: list[Message]) -> list[dict[str, Any]]:
                 "edit": bool(action and action.edit),
                 "revert": bool(action and action.revert),
                 "sig": _short(action.signature, 140) if action else "",
+                "paths": list(action.paths) if action and action.edit else [],
                 "failed": obs.failed,
                 "passed": obs.tests_passed,
                 "keys": sorted(obs.failures),
@@ -125,6 +128,8 @@ def explain(doc: dict[str, Any], turn: int, context: int) -> None:
             flag = ("E" if s["edit"] else "") + ("R" if s["revert"] else "")
             state = "FAIL" if s["failed"] else "pass" if s["passed"] else "ok"
             print(f"      [{s['i']:>4}] edits={s['edits']:<2} {flag:<2} {state:<4} {s['sig']}")
+            if s["paths"]:
+                print(f"             files={s['paths']}")
             if s["failed"]:
                 print(f"             keys={s['keys']}")
             print(f"             out: {s['out']}")

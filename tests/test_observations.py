@@ -197,6 +197,18 @@ def test_text_actions(text: str, edit: bool) -> None:
     assert action is not None and action.edit == edit
 
 
+def test_a_code_block_shown_before_the_command_does_not_hide_it() -> None:
+    """Fences pair in order: the closing fence of a ```python block is not an opening."""
+    reply = (
+        "We will add this to `reproduce.py`:\n```python\nparse('2020-01-01Z')\n```\n\n"
+        "Let's edit the file.\n```\nedit 1:1\nparse('2020-01-01Z')\nend_of_edit\n```"
+    )
+    action = text_action(reply)
+    assert action is not None and action.edit and action.signature.startswith("edit 1:1")
+    shown_only = "Run it like this:\n```python\nparse('x')\n```\nThen we are done."
+    assert text_action(shown_only) is None
+
+
 def test_prose_without_a_command_is_not_an_action() -> None:
     assert text_action("I think the bug is in parse(); the brace is never closed.") is None
 

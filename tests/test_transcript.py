@@ -48,6 +48,12 @@ WORDS = [
     "<system-reminder>",
     "</system-reminder>",
     "<environment_context> <cwd>/repo</cwd> </environment_context>",
+    # SWE-agent's editor: commands on the open file, and the state its output reports
+    "```\ncreate repro.py\n```",
+    "```\nedit 1:2\n    x = 1\nend_of_edit\n```",
+    "```\nopen pkg/x.py 10\n```",
+    "[File: /repo/pkg/x.py (12 lines total)]",
+    "(Open file: /repo/repro.py)\n(Current directory: /repo/pkg)\nbash-$",
 ]
 
 texts = st.lists(st.sampled_from(WORDS), max_size=12).map(" ".join)

@@ -12,8 +12,11 @@ Pure; classifications are memoised by the text's hash.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
+import posixpath
 import re
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,10 +54,6 @@ _SHELL_EDIT = re.compile(
     r"|\bpatch\s+(?:-\w+\s+)*-p\d"
     r"|(?:^|[^>&\d])>{1,2}\s*['\"]?[\w./-]+\.\w+"
     r"|\btee\s+(?:-a\s+)?['\"]?[\w./-]+\.\w+"
-)
-_TOOL_EDIT_COMMAND = re.compile(  # SWE-agent's editing commands, as the first line of a block
-    r"(?:edit\s+\d+:\d+|create\s+\S+|insert\s+\d+|append\s+\S+)\s*(?:\n|$)"
-    r"|str_replace_editor\s+(?:str_replace|create|insert|undo_edit)\b"
 )
 _TOKEN_SPLIT = re.compile(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])")
 _PATCH_PATH_RE = re.compile(r"^(?:\*\*\* (?:Update|Add|Delete) File: |\+\+\+ b/)(\S+)", re.M)
@@ -118,6 +117,11 @@ class Action:
         whole-file write to a file read before is known to replace existing content.
     writes: files it writes whole (a `create`/Write tool's content, `cat > f <<EOF`),
         as opposed to changing part of them (a replacement, a patch).
+    opens: the file it opens in the agent's editor (SWE-agent's `open f` and
+        `create f`): the file later `edit N:M` commands change.
+    on_open_file: it edits the file open in the agent's editor (SWE-agent's
+        `edit N:M ... end_of_edit`, `insert`, `append`), which the command does
+        not name: `in_editor` fills it in from the session's editor state.
     """
 
     signature: str
@@ -129,6 +133,8 @@ class Action:
     revert: bool = False
     reads: tuple[str, ...] = ()
     writes: tuple[str, ...] = ()
+    opens: str = ""
+    on_open_file: bool = False
 
 
 _SHELL_NAMES = frozenset({"bash", "shell", "sh", "run", "command", "terminal", "exec", "execute"})
@@ -152,6 +158,9 @@ _STEP_SEPARATOR = re.compile(r"&&|\|\||;|\n")
 
 def shell_action(command: str, tool: str, signature: str | None = None) -> Action:
     """An Action for a shell command (from a text block or a shell tool's arguments)."""
+    editor = editor_action(command, tool, signature)
+    if editor is not None:
+        return editor
     keys: list[EditKey] = []
     paths: list[str] = []
     writes: list[str] = []
@@ -166,7 +175,6 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
     if swe_edit:
         keys.append((f"edit {swe_edit.group(1)}", 0, hash(swe_edit.group(2))))
     edit = bool(keys) or _SHELL_EDIT.search(command) is not None
-    edit = edit or _TOOL_EDIT_COMMAND.match(command.lstrip()) is not None
     steps = _SWE_EDIT.sub("", _HEREDOC_WRITE.sub("", command)).strip()
     return Action(
         signature=signature if signature is not None else " ".join(command.split()),
@@ -178,6 +186,138 @@ def shell_action(command: str, tool: str, signature: str | None = None) -> Actio
         revert=_REVERT.search(command) is not None and _STASH_RESTORE.search(command) is None,
         writes=tuple(writes),
     )
+
+
+# ---- actions: SWE-agent's editor commands -------------------------------------------
+
+_EDITOR_COMMAND = re.compile(
+    r"(open|create|edit|insert|append|str_replace_editor)(?:[^\S\n]+([^\n]*))?(?=\n|$)"
+)
+_LINE_RANGE = re.compile(r"(\d+):(\d+)\s*$")
+_OPTION = re.compile(r"--(\w+)")
+
+
+def editor_action(command: str, tool: str, signature: str | None = None) -> Action | None:
+    """The Action of a SWE-agent (or CodeR) editor command, or None for another command.
+
+    `open f` reads f and opens it; `create f` writes f whole (a new, empty file)
+    and opens it; `edit N:M ... end_of_edit`, `edit 'search' 'replace'` (SWE-agent
+    1.x), `insert` and `append` edit the *open* file (`on_open_file`: the command
+    does not name it; `in_editor` fills it in). The text form of
+    `str_replace_editor <command> <path> [--option value ...]` is read as the tool
+    call it stands for (`call_action`). Only the command's first line decides.
+
+    Its identity (`signature`) keeps the text it writes as written: only the
+    command line's whitespace is normalised, since an edit sent again with its
+    indentation changed is a different edit, not the same command repeated.
+    """
+    command = command.lstrip()
+    m = _EDITOR_COMMAND.match(command)
+    if m is None:
+        return None
+    verb, rest = m.group(1), (m.group(2) or "").strip()
+    if verb == "str_replace_editor":
+        return _str_replace_editor(command, tool, signature)
+    sig = signature
+    if sig is None:
+        sig = " ".join(m.group(0).split()) + command[m.end() :].rstrip()
+    if verb in ("open", "create"):
+        words = _split(rest) or rest.split()
+        if not words:
+            return None
+        path = words[0]
+        if verb == "open":
+            return Action(sig, tool, reads=(path,), opens=path)
+        return Action(sig, tool, edit=True, paths=(path,), writes=(path,), opens=path)
+    keys: tuple[EditKey, ...] = ()
+    if verb == "edit":
+        lines = _LINE_RANGE.match(rest)
+        body = _SWE_EDIT.match(command)
+        if lines is not None and body is not None:
+            keys = ((f"{lines.group(1)}:{lines.group(2)}", 0, hash(body.group(2))),)
+        elif lines is None and rest:  # edit 'search' 'replace' [replace_all]
+            args = _split(command[m.start(2) :])
+            if args is not None and len(args) >= 2:
+                keys = (("", hash(args[0]), hash(args[1])),)
+    return Action(sig, tool, edit=True, edit_keys=keys, on_open_file=True)
+
+
+def _split(text: str) -> list[str] | None:
+    """Shell words, or None when the quoting does not parse."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return None
+
+
+def _str_replace_editor(command: str, tool: str, signature: str | None) -> Action | None:
+    words = _split(command)
+    if words is None:  # unbalanced quotes in the text: its command and path still count
+        words = command.split()[:3]
+    if len(words) < 3:
+        return None
+    args: dict[str, str] = {"command": words[1], "path": words[2]}
+    for i in range(3, len(words) - 1):
+        option = _OPTION.fullmatch(words[i])
+        if option is not None:
+            args[option.group(1)] = words[i + 1]
+    called = call_action("str_replace_editor", orjson.dumps(args).decode())
+    return dataclasses.replace(called, signature=signature or called.signature, tool=tool)
+
+
+def in_editor(action: Action, open_file: str, cwd: str, shown: str) -> Action:
+    """`action` with its files made concrete from the agent's editor state.
+
+    An edit of the open file (`on_open_file`) gets the file open before the
+    command (`open_file`), else the one its output shows (`shown`: SWE-agent's
+    "(Open file: f)" footer or "[File: f (N lines total)]" header). Relative
+    paths are resolved against the shell's directory (`cwd`, from the "(Current
+    directory: d)" footer), or, when that is unknown, matched to the shown file,
+    so `create reproduce.py` and a later edit of `/repo/reproduce.py` are one
+    file. "" means unknown; with nothing known the action is returned as it is.
+    """
+    if not (cwd or shown or action.on_open_file):
+        return action
+    target = (open_file or shown) if action.on_open_file else ""
+    if action.on_open_file and not target:
+        return action
+
+    def where(path: str) -> str:
+        return _absolute(path, cwd, shown)
+
+    if action.opens and shown and not _same_file(where(action.opens), shown):
+        # another file is still open: the harness did not open this one ("File f not
+        # found"), so it neither read nor created it
+        return Action(action.signature, action.tool)
+
+    paths = (target,) if target else tuple(where(p) for p in action.paths)
+    if target:
+        keys = tuple((f"{target}:{w}" if w else target, o, n) for w, o, n in action.edit_keys)
+    else:
+        keys = tuple((where(w), o, n) for w, o, n in action.edit_keys)
+    return dataclasses.replace(
+        action,
+        paths=paths,
+        edit_keys=keys,
+        reads=tuple(where(p) for p in action.reads),
+        writes=tuple(where(p) for p in action.writes),
+        opens=where(action.opens) if action.opens else "",
+    )
+
+
+def _same_file(path: str, shown: str) -> bool:
+    return path == shown or shown.endswith("/" + posixpath.normpath(path))
+
+
+def _absolute(path: str, cwd: str, shown: str) -> str:
+    norm = posixpath.normpath(path)
+    if norm.startswith("/"):
+        return norm
+    if cwd:
+        return posixpath.normpath(posixpath.join(cwd, norm))
+    if shown.endswith("/" + norm):
+        return shown
+    return path
 
 
 @functools.lru_cache(maxsize=16_384)
@@ -234,7 +374,8 @@ def named_call_action(call: str) -> Action:
 
 # ---- actions: text ------------------------------------------------------------------
 
-_FENCE = re.compile(r"```(bash|sh|shell|console|zsh|mswea_bash_command)?[^\S\n]*\n(.*?)```", re.S)
+_FENCE = re.compile(r"```([\w.+-]*)([^\S\n]*\n)?")
+_SHELL_FENCES = frozenset({"", "bash", "sh", "shell", "console", "zsh", "mswea_bash_command"})
 _TAGGED = re.compile(r"<(command|execute_bash)>\s*(.*?)\s*</\1>", re.S)
 _FUNCTION = re.compile(r"<function=([\w.-]+)>(.*?)</function>", re.S)
 _PARAMETER = re.compile(r"<parameter=(\w+)>\n?(.*?)\n?</parameter>", re.S)
@@ -293,10 +434,32 @@ def _text_action(text: str) -> Action | None:
     tagged = _TAGGED.findall(text) if "<" in text else []
     if tagged:
         return shell_action(tagged[-1][1], "bash")
-    blocks = _FENCE.findall(text)
-    if blocks:
-        return shell_action(blocks[-1][1], "bash")
+    block = last_shell_block(text) if "```" in text else None
+    if block is not None:
+        return shell_action(block, "bash")
     return None
+
+
+def last_shell_block(text: str) -> str | None:
+    """The body of the text's last ```bash (`sh`, `shell`, `console`, `zsh`,
+    `mswea_bash_command` or unlabelled) fenced block, or None.
+
+    Fences are paired in order, whatever their language: a fence opens a block
+    and the next one closes it. Pairing only shell fences would take the closing
+    fence of a ```python block shown before the command for an opening one, and
+    read the prose between the two blocks as the command. An opening fence must
+    end its line; a block left open is not a command.
+    """
+    body: str | None = None
+    opening: re.Match[str] | None = None
+    for fence in _FENCE.finditer(text):
+        if opening is None:
+            opening = fence
+            continue
+        if opening.group(2) is not None and opening.group(1) in _SHELL_FENCES:
+            body = text[opening.end() : fence.start()]
+        opening = None
+    return body
 
 
 MEMO_LIMIT = 20_000

@@ -77,8 +77,13 @@ _REJECTED = re.compile(  # agent harnesses refusing an action, in their own word
     r"\n(?:Your proposed edit has introduced new syntax error"
     r"|Your changes have NOT been applied"
     r"|No replacement was performed"
+    r"|Your edit was not applied"
+    r"|No file open(?:ed)?\. "
     r"|ERROR:\s)"
 )
+_OPEN_FILE = re.compile(r"\n\(Open file: ([^)\n]*)\)")
+_CURRENT_DIR = re.compile(r"\n\(Current directory: ([^)\n]*)\)")
+_FILE_HEADER = re.compile(r"\[File: ([^\n]+?) \(\d+ lines total\)\]")
 _TIMED_OUT = "timed out and has been killed"
 _LINT = re.compile(r"\n- ([A-Z]\d+ \S.{0,60})(?=\n|$)")  # SWE-agent's flake8 summary
 _AIDER_RUN = re.compile(r"\nI ran this command:\n\n(.*?)\n\nAnd got this output:", re.S)
@@ -135,6 +140,10 @@ class Observation:
         an edit that did land.
     parts: one Observation per call when a message answers several (a search
         API round); the message's own fields summarise them.
+    open_file: the file the harness's editor has open after the command
+        (SWE-agent's "(Open file: f)" footer, else its "[File: f (N lines
+        total)]" header; "" for "n/a"), or None when the output does not say.
+    cwd: the shell's directory after the command ("(Current directory: d)"), or None.
     """
 
     failed: bool
@@ -144,6 +153,8 @@ class Observation:
     command: str | None = None
     kind: ObservationKind = ""
     parts: tuple[Observation, ...] = ()
+    open_file: str | None = None
+    cwd: str | None = None
 
 
 JSON_RESULT_LIMIT = 1 << 20
@@ -275,13 +286,34 @@ def _observe(window: str, is_error: bool, wrapped: bool) -> Observation:
         failed = is_error or test_failed or "Traceback (most recent call last)" in body
     else:  # grep/diff/test answering "no" print nothing: that is not a failure
         failed = is_error or bool(body.strip())
+    open_file, cwd = _editor_state(window) if wrapped else (None, None)
     return Observation(
         failed=failed,
         failures=_failure_keys(body) if failed else frozenset(),
         tests_passed=not test_failed and _tests_passed(body),
         error_flag=is_error or (code is not None and code != 0),
         command=command,
+        open_file=open_file,
+        cwd=cwd,
     )
+
+
+def _editor_state(window: str) -> tuple[str | None, str | None]:
+    """(open file, directory) a SWE-agent-style harness reports after a command: its
+    footer's last "(Open file: f)" and "(Current directory: d)", else for the file
+    a "[File: f (N lines total)]" header near the output's start; None where unsaid."""
+    open_file = cwd = None
+    at = window.rfind("\n(Open file: ")
+    if at >= 0 and (m := _OPEN_FILE.match(window, at)) is not None:
+        open_file = m.group(1).strip()
+        open_file = "" if open_file == "n/a" else open_file
+    elif "[File: " in window[:WRAPPER_EDGE_CHARS]:
+        header = _FILE_HEADER.search(window, 0, WRAPPER_EDGE_CHARS)
+        open_file = header.group(1) if header is not None else None
+    at = window.rfind("\n(Current directory: ")
+    if at >= 0 and (m := _CURRENT_DIR.match(window, at)) is not None:
+        cwd = m.group(1).strip()
+    return open_file, cwd
 
 
 # ---- harness verdicts: a harness that runs the agent's calls and edits for it -------

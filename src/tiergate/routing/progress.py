@@ -24,11 +24,16 @@ this fold flags is evidence of *no* progress:
 the agent's own scratch files (a file it created in the conversation with a
 whole-file write, such as a reproduction script, and later edits of it) is
 writing a probe, not attempting a fix, so it neither ages a failure nor opens
-a diversity window. A failure's identity for survival is a structured one
-(test id, exception type and location, diagnostic, lint message): the digest
-of an output's last lines (`out:`) also matches warning noise that every
-command of an environment prints, whatever ran, and a warning diagnostic
-(`file.py:3: DeprecationWarning: ...`) is printed by runs that succeed.
+a diversity window. SWE-agent's `edit N:M` names no file: it changes the file
+open in the agent's editor, which the fold tracks from the harness's footer
+(`open_file`, `cwd`; routing.actions.in_editor), so an edit of a `create`d
+reproduction script is a scratch edit like any other.
+
+A failure's identity for survival is a structured one (test id, exception
+type and location, diagnostic, lint message): the digest of an output's last
+lines (`out:`) also matches warning noise that every command of an environment
+prints, whatever ran, and a warning diagnostic (`file.py:3: DeprecationWarning:
+...`) is printed by runs that succeed.
 
 An edit a harness refuses to apply (observation kind "apply") is a failed
 attempt: it changed nothing, but the same refusal again after another attempt
@@ -58,6 +63,7 @@ from tiergate.routing.actions import (
     Action,
     EditKey,
     call_action,
+    in_editor,
     named_call_action,
     shell_action,
     text_action,
@@ -127,6 +133,9 @@ class Progress:
     pending_calls: dict[str, Action] = field(default_factory=dict)
     pending_text: Action | None = None
     replied: bool = False  # an assistant message has been read
+    # the agent's editor, as its harness reports it (SWE-agent's footer; "" unknown)
+    open_file: str = ""
+    cwd: str = ""
     # stuck detection
     edits: int = 0
     fix_edits: int = 0  # edits that touch a project file, not only scratch files
@@ -226,10 +235,23 @@ class Progress:
                 return
             if action is None and obs.command:
                 action = shell_action(obs.command, "bash")
+            if action is not None:
+                action = in_editor(action, self.open_file, self.cwd, obs.open_file or "")
             self._step_text(action, obs, index)
+            self._follow_editor(action, obs)
         elif m.role != "system":  # an injected instruction neither splits a turn nor
             self.pending_text = None  # answers a pending command
             self.last_kind = m.role
+
+    def _follow_editor(self, action: Action | None, obs: Observation) -> None:
+        """Keep the editor state the next command's files are read against: what the
+        harness reports, else the file an `open`/`create` that did not fail opened."""
+        if obs.cwd:
+            self.cwd = obs.cwd
+        if obs.open_file is not None:
+            self.open_file = obs.open_file
+        elif action is not None and action.opens and not obs.failed:
+            self.open_file = action.opens
 
     # ---- one action and its observation --------------------------------------------
 
