@@ -23,8 +23,13 @@ sessions (no SWE-bench instance, whichever agent ran it, on both sides of a
 fold; the synthetic corpus stays in every training fold). Every point of the
 grid (feature set x L2 x easy rate x medium target) is scored fold-out by
 J = hard rate - easy rate of "difficulty trigger or strike trigger" (the strike
-trigger approximated, eval.session_scorer_model.strike_fired); the best point
-is retrained on all the development data and written as the artifact. Its
+trigger approximated, eval.session_scorer_model.strike_fired). Every point is
+also retrained on all the development data and run through the agent-CLI check
+(eval/agent_cli_check.py: the captured sessions of the real agent-CLI tests
+replayed through the engine, eval/agent_cli_sessions/); a point whose model
+escalates a no-struggle session, or breaks a failure loop's test, is
+ineligible. The best eligible point (`--setting` pins another) is written as
+the artifact. Its
 fold-out per-turn scores (`--foldout-scores`) feed the engine replay
 (`eval.realtraffic.figures --learned-scores`). Fold-out figures of the chosen
 point were selected on the same folds, so they lean optimistic; the
@@ -47,6 +52,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from eval import agent_cli_check
 from eval.realtraffic import independent
 from eval.session_scorer_data import Extracted, extract, stream_jsonl
 from eval.session_scorer_model import (
@@ -67,7 +73,7 @@ from eval.session_scorer_model import (
     weights,
 )
 from tiergate.replay.generator import generate_corpus
-from tiergate.routing.session_scorer import ARTIFACT, FEATURE_NAMES
+from tiergate.routing.session_scorer import ARTIFACT, FEATURE_NAMES, SessionScorer
 
 FEATURE_SETS: dict[str, tuple[str, ...]] = {
     "v1": FEATURE_NAMES[:25],
@@ -340,6 +346,59 @@ def pinned(spec: str, searched: list[Setting]) -> Setting:
     return setting
 
 
+def training_rows(
+    real: Extracted, setting: Setting, fold: np.ndarray, td: TaskScores | None
+) -> Extracted:
+    """The real rows the shipped model of `setting` trains on: with v3, every real
+    session reads the task-difficulty model without its own instance fold; synthetic
+    ones (and the held-out corpus) keep the shipped model's score, as at run time."""
+    if td is not None and "task_difficulty" in FEATURE_SETS[setting.features]:
+        return td.column(real, lambda s: str(fold[s]))
+    return real
+
+
+def as_scorer(trained: Trained, d: Extracted) -> SessionScorer:
+    """The model as the gateway would load it from its artifact (same rounding)."""
+    return SessionScorer.from_artifact(artifact(trained, d, 0))
+
+
+def agent_cli_eligibility(
+    grid: list[tuple[Setting, dict[str, Any]]],
+    real: Extracted,
+    synth: Extracted,
+    fold: np.ndarray,
+    td: TaskScores | None,
+) -> dict[Setting, agent_cli_check.CheckResult]:
+    """Per grid point, the agent-CLI check of its model trained on all the data."""
+    sessions = agent_cli_check.load_sessions()
+    out = {}
+    for setting, _ in tqdm(grid, desc="agent-CLI check", unit="setting"):
+        d = merge([training_rows(real, setting, fold, td), synth])
+        out[setting] = agent_cli_check.check(as_scorer(train(d, setting), d), sessions)
+    return out
+
+
+def chosen(
+    grid: list[tuple[Setting, dict[str, Any]]],
+    checks: dict[Setting, agent_cli_check.CheckResult],
+    spec: str | None,
+) -> Setting:
+    """The shipped point: `spec` if given, else the best grid point (the grid is sorted
+    best first) that passes the agent-CLI check."""
+    if spec:
+        setting = pinned(spec, [g[0] for g in grid])
+        if not checks[setting].passed:
+            print(
+                f"warning: --setting {spec} fails the agent-CLI check: {checks[setting].failed}",
+                file=sys.stderr,
+            )
+        return setting
+    for setting, _ in grid:
+        if checks[setting].passed:
+            return setting
+    raise SystemExit("no grid point passes the agent-CLI check (eval/agent_cli_check.py)")
+
+
 def lexical_fired(d: Extracted) -> np.ndarray:
     return fired_by(d.delta, d)
 
@@ -371,7 +430,8 @@ def artifact(trained: Trained, d: Extracted, grid_size: int) -> dict[str, Any]:
             "synthetic: the turn's needs_strong",
             "setting": asdict(setting),
             "tuning": f"{grid_size} grid points, instance-grouped {FOLDS}-fold CV on the real "
-            "sessions, best fold-out J (hard rate - easy rate, difficulty or strike trigger)",
+            "sessions, best fold-out J (hard rate - easy rate, difficulty or strike trigger) "
+            "among the points that pass the agent-CLI check (eval/agent_cli_check.py)",
             "held_out": "independent synthetic corpus (eval/realtraffic/independent.py); "
             "SWE-bench Verified (never in the corpus)",
             "command": "PYTHONPATH=src:. python -m eval.train_session_scorer "
@@ -395,9 +455,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--setting",
         metavar="FEATURES,L2,EASY_RATE,MEDIUM",
-        help="ship this grid point instead of the best one (the grid is still searched and "
-        "reported); the shipped point is the best one that passes the agent-CLI tests "
-        "(docs/session-scorer.md)",
+        help="ship this grid point instead of the best one (the grid is still searched, "
+        "checked and reported); by default the shipped point is the best one that passes "
+        "the agent-CLI check (eval/agent_cli_check.py, docs/session-scorer.md)",
     )
     ap.add_argument("--report", type=Path, help="write the evaluation JSON here")
     ap.add_argument("--no-write", action="store_true", help="evaluate only")
@@ -431,17 +491,14 @@ def main(argv: list[str] | None = None) -> int:
     if td is not None:
         td.check(real, fold)
     grid = grid_search(real, synth, fold, td, args.feature_set)
-    best = grid[0][0] if not args.setting else pinned(args.setting, [g[0] for g in grid])
+    checks = agent_cli_eligibility(grid, real, synth, fold, td)
+    best = chosen(grid, checks, args.setting)
     fired, foldout_scores = foldout(real, synth, best, fold, td)
     if args.foldout_scores:
         args.foldout_scores.write_text(json.dumps(foldout_scores) + "\n")
     repo = np.unique(real.group, return_inverse=True)[1]
     by_repo, _ = foldout(real, synth, best, repo, td, fold)
-    train_real = real
-    if td is not None and "task_difficulty" in FEATURE_SETS[best.features]:
-        # every real session reads the model without its own instance fold; synthetic
-        # ones (and the held-out corpus) keep the shipped model's score, as at run time
-        train_real = td.column(real, lambda s: str(fold[s]))
+    train_real = training_rows(real, best, fold, td)
     trained = train(merge([train_real, synth]), best)
     everything = merge([train_real, synth])
     strikes = strike_fired(real)
@@ -456,8 +513,17 @@ def main(argv: list[str] | None = None) -> int:
         "no strikes, unless a key says strikes; the engine figures are in docs/real-traffic.md",
         "setting": asdict(best),
         "folds": f"instance-grouped, bucket-stratified {FOLDS}-fold",
+        "selection": "best fold-out J among the grid points whose model passes the "
+        "agent-CLI check (eval/agent_cli_check.py)"
+        + (f"; pinned by --setting {args.setting}" if args.setting else ""),
+        "agent_cli_check": checks[best].as_dict(),
         "grid": [
-            {**asdict(s), "J": r["J"], "trigger_or_strikes": r["trigger_or_strikes"]}
+            {
+                **asdict(s),
+                "J": r["J"],
+                "trigger_or_strikes": r["trigger_or_strikes"],
+                "agent_cli": checks[s].as_dict(),
+            }
             for s, r in grid
         ],
         "real_foldout": {

@@ -5,6 +5,7 @@ scorer."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from eval.session_scorer_data import extract
 from eval.session_scorer_model import (
     SHIPPED_THRESHOLD,
@@ -141,3 +142,21 @@ def test_v3_reads_task_difficulty_scores_from_models_that_never_saw_the_instance
         allowed = {100.0 * (f + 1 + g + 1) for g in range(5) if g != f} | {-1.0}
         models = {float(v // 100 * 100) if v >= 0 else -1.0 for v in col}
         assert models <= allowed
+
+
+def test_the_shipped_point_is_the_best_one_that_passes_the_agent_cli_check() -> None:
+    from eval.agent_cli_check import CheckResult, SessionVerdict
+    from eval.train_session_scorer import chosen
+
+    ok = CheckResult((SessionVerdict("t", "a", "stays_base", ("base", "base"), (0.1, 0.1)),))
+    bad = CheckResult(
+        (SessionVerdict("t", "a", "stays_base", ("base", "strong; reason=difficulty"), (1, 1)),)
+    )
+    best, second = Setting("v2", 1.0, 0.05, 0.5), Setting("v2", 100.0, 0.03, 0.5)
+    grid = [(best, {"J": 0.12}), (second, {"J": 0.10})]  # sorted best first
+    checks = {best: bad, second: ok}
+    assert bad.failed == ["t"] and not bad.passed
+    assert chosen(grid, checks, None) == second
+    assert chosen(grid, checks, "v2,1,0.05,0.5") == best  # --setting still pins
+    with pytest.raises(SystemExit):
+        chosen(grid, {best: bad, second: bad}, None)

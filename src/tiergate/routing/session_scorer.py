@@ -265,12 +265,16 @@ def shipped() -> SessionScorer:
     return load(ARTIFACT)
 
 
-def session_score(summary: TranscriptSummary, lexical_delta: float) -> float:
+def session_score(
+    summary: TranscriptSummary, lexical_delta: float, scorer: SessionScorer | None = None
+) -> float:
     """The score `escalation.scorer: learned` feeds the engine (0..1, trigger at
-    delta_t2): the shipped model's, floored at the latest turn's lexical score. The
-    floor keeps a routine session that turns hard in one turn (whose cumulative
-    features barely move) escalating as it does under the lexical scorer."""
-    return max(shipped().score(features(summary, lexical_delta)), lexical_delta)
+    delta_t2): the shipped model's (or `scorer`'s: the trainer checks a candidate
+    with it), floored at the latest turn's lexical score. The floor keeps a routine
+    session that turns hard in one turn (whose cumulative features barely move)
+    escalating as it does under the lexical scorer."""
+    model = scorer or shipped()
+    return max(model.score(features(summary, lexical_delta)), lexical_delta)
 
 
 def explain(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, dict[str, float]]:
