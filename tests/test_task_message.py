@@ -15,9 +15,17 @@ import pytest
 from tiergate.formats.anthropic.request import parse_request as parse_anthropic
 from tiergate.formats.openai.request import parse_request as parse_openai
 from tiergate.formats.responses.request import parse_request as parse_responses
-from tiergate.routing import session_scorer
+from tiergate.routing import learned, session_scorer
+from tiergate.routing.difficulty import delta_score
+from tiergate.routing.learned import latest_ask
 from tiergate.routing.session_scorer import TASK_CHAR_LIMIT, features, task_text
-from tiergate.routing.task_message import EXAMPLES_END, own_text, task_of
+from tiergate.routing.task_message import (
+    EXAMPLES_END,
+    HARNESS_SUFFIXES,
+    ask_text,
+    own_text,
+    task_of,
+)
 from tiergate.routing.transcript import summarize
 
 PROMPT = "The date parser rejects ISO weeks like 2024-W07. Make parse_date() accept them."
@@ -281,3 +289,44 @@ def test_task_of_matches_the_summary_and_the_old_rule_without_harness() -> None:
     )
     assert task_of(only_context.messages) == ""
     assert summarize(only_context).task is None  # no task yet: the scorer reads zeros
+
+
+# ---- the per-request scorers read the ask, not the harness ----------------------------
+
+
+@pytest.mark.parametrize(
+    "blocks",
+    [
+        (CLAUDE_MD_REMINDER, GIT_REMINDER, PROMPT),
+        (CAVEAT, LOCAL_COMMAND, LOCAL_STDOUT, PROMPT),
+        (CLAUDE_MD_REMINDER, PROMPT, TODO_REMINDER),
+    ],
+    ids=["reminders", "local-command", "todo-after"],
+)
+def test_the_per_request_scorers_read_a_claude_code_ask_as_the_bare_prompt(
+    blocks: tuple[str, ...],
+) -> None:
+    bare = parse_openai(_bare())
+    got = parse_anthropic(_claude_code(*blocks))
+    assert latest_ask(got) == PROMPT
+    assert delta_score(got) == delta_score(bare)
+    scorer = learned.load_scorer()
+    assert scorer.score(got) == scorer.score(bare)
+
+
+def test_aiders_edit_rules_are_cut_from_the_latest_ask() -> None:
+    assert ask_text(PROMPT + HARNESS_SUFFIXES[0] + "Every *SEARCH/REPLACE block* must ...") == (
+        PROMPT
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        PROMPT,
+        "<returncode>1</returncode>\n<output>\nFAILED test_dates.py::test_week\n</output>",
+        "Please look at <system-reminder> handling in our parser.",  # a tag inside the ask
+    ],
+)
+def test_other_asks_reach_the_scorers_unchanged(text: str) -> None:
+    assert ask_text(text) is text

@@ -47,6 +47,7 @@ from tiergate.routing.lexicon import (
     reasoning_cue_count,
 )
 from tiergate.routing.observations import latest_turn_bounds
+from tiergate.routing.task_message import ask_text
 
 
 def count_tokens(text: str) -> int:
@@ -279,7 +280,8 @@ def delta_features(req: ChatRequest) -> DifficultyFeatures:
     for m in latest_turn(req):
         if m.role == "system":
             continue  # an instruction the client injected, not the user's ask
-        tally.add(m.text())
+        # a user message's harness blocks (CLAUDE.md, environment) are not the ask
+        tally.add(ask_text(m.text()) if m.role == "user" else m.text())
         if m.role == "tool":
             has_tools = True
     return tally.features(0, has_tools)  # log1p(0) == 0: SystemPromptLogLen zeroed

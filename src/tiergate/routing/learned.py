@@ -33,6 +33,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from tiergate.core.model import ChatRequest
+from tiergate.routing.task_message import ask_text
 
 ARTIFACT_PATH = Path(__file__).parent / "artifacts" / "request_scorer_v1.json"
 FEATURE_VERSION = 1
@@ -133,10 +134,12 @@ def _shape_features(ask: str, tokens: list[str], prompt_chars: int | None) -> li
 
 
 def latest_ask(req: ChatRequest) -> str:
-    """The latest user message's text ('' when there is none)."""
+    """The latest user message's own words ('' when there is none): agent-harness
+    blocks at its start (Claude Code's `<system-reminder>`, Codex's environment
+    context) are not the ask the scorer was trained on (routing.task_message)."""
     for message in reversed(req.messages):
         if message.role == "user":
-            return message.text()
+            return ask_text(message.text())
     return ""
 
 

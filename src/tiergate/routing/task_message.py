@@ -139,6 +139,24 @@ def own_text(text: str) -> str:
     return "".join(pieces).strip()[:TASK_CHAR_LIMIT]
 
 
+HARNESS_PREFIXES: tuple[str, ...] = tuple(BLOCKS)
+"""Openers a harness-prefixed user message starts with (Claude Code, Codex)."""
+
+
+def ask_text(text: str) -> str:
+    """A latest ask's own words, for the per-request scorers (lexical delta, learned).
+
+    Claude Code and Codex put their blocks at the start of the message, and aider
+    appends its edit-format rules; only such messages pay for `own_text`'s scan.
+    Every other message (a text agent's command output full of `<returncode>`-style
+    tags, say) is returned as it is after a prefix test and a few substring finds,
+    so the per-request path keeps its budget (about 5 us for a 5 KB output). A
+    message that is wholly the harness's reads as ""."""
+    if text.startswith(HARNESS_PREFIXES) or any(x in text for x in HARNESS_SUFFIXES):
+        return own_text(text)
+    return text
+
+
 def ends_examples(text: str) -> bool:
     """Whether a user message closes aider's worked examples (the task comes after it)."""
     return len(text) == len(EXAMPLES_END) and text == EXAMPLES_END
