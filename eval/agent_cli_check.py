@@ -11,11 +11,12 @@ simulator answers from the transcript alone), so they are captured once
 the decision the live gateway makes:
 
 - per request, what the planner computes before the engine
-  (gateway/planner.py `_plan_router` / `_decide_tier`): the session id
-  (`resolve_session_id`), side request, conversation key, the conversation's
-  running transcript summary (`TranscriptCache`), the lexical delta score, the
-  candidate's learned score floored at it (`session_score`), the request
-  strikes on the summary's fold and the turn key;
+  (gateway/planner.py `_plan_router` / `_decide_tier`), from
+  tiergate.replay.planner_inputs (shared with the replay and the trainer): the
+  session id (`resolve_session_id`), side request, conversation key, the
+  conversation's running transcript summary (`TranscriptCache`), the lexical
+  delta score, the candidate's learned score floored at it (`session_score`),
+  the request strikes on the summary's fold and the turn key;
 - then the real escalation engine (`resolve_escalation` / `commit_escalation`
   on a memory store, via the replay harness) with the agent tests' router
   (`escalating_router` in tests/agents_support.py: auto mode, the share-cap
@@ -26,12 +27,13 @@ the decision the live gateway makes:
 A candidate fails when a session's outcome breaks what its test asserts about
 tiers (`Expect`). Pure apart from reading the fixtures; no network, no CLI.
 
-The per-request inputs mirror the planner rather than reuse
-`replay.features.session_facts`, which keeps one transcript summary per
-session (not per conversation) and gives every session an explicit id (so a
-fingerprinted session, aider's or mini-swe-agent's, would get the side-request
-rule the gateway never applies to it). eval/agent_cli_sessions/build.py checks
-that this path reproduces the live gateway's score and tier on every request.
+Unlike `replay.features.session_facts`, which sends every corpus session's id
+as the session header, the check passes no session id: the captured requests
+keep the headers the CLIs sent, so a fingerprinted session (aider's or
+mini-swe-agent's fingerprint tests) resolves to its fingerprint and never gets
+the side-request rule, as in the live gateway. eval/agent_cli_sessions/build.py
+checks that this path reproduces the live gateway's score and tier on every
+request.
 """
 
 from __future__ import annotations
@@ -48,25 +50,13 @@ from typing import Any, Literal
 from tiergate.config import RouterConfig
 from tiergate.core.model import ChatRequest
 from tiergate.formats.openai import parse_request
-from tiergate.gateway.planner import turn_key
 from tiergate.replay.corpus import iter_corpus
-from tiergate.replay.features import (
-    EPOCH,
-    WORKSPACE_ID,
-    CorpusFacts,
-    SessionFacts,
-    TurnFacts,
-    chat_response,
-    lower_headers,
-)
+from tiergate.replay.features import EPOCH, CorpusFacts, SessionFacts, TurnFacts, chat_response
 from tiergate.replay.harness import Policy, TurnRecord, replay_router, run_policy
+from tiergate.replay.planner_inputs import lower_headers, planner_inputs
 from tiergate.routing import session_scorer
-from tiergate.routing.conversation import conversation_key, is_side_request, transcript_key
-from tiergate.routing.difficulty import delta_score
-from tiergate.routing.session import SessionId, resolve_session_id, session_scope
-from tiergate.routing.session_scorer import SessionScorer, features, session_score
-from tiergate.routing.strikes import Strike, request_strikes, response_strikes
-from tiergate.routing.transcript import TranscriptCache, TranscriptSummary
+from tiergate.routing.session_scorer import SessionScorer
+from tiergate.routing.strikes import response_strikes
 
 FIXTURES = Path(__file__).resolve().parent / "agent_cli_sessions"
 #: tests/agents_support.py `escalating_router()["escalation"]` (a test keeps them equal).
@@ -185,49 +175,6 @@ def load_sessions(folder: Path = FIXTURES) -> list[CliSession]:
 # ---- what the planner computes, per request --------------------------------------------
 
 
-@dataclass(frozen=True)
-class PlannerInputs:
-    """What gateway/planner.py computes for one request before the engine decides."""
-
-    session: SessionId
-    scope: str
-    side: bool
-    conversation: str
-    summary: TranscriptSummary
-    lexical: float
-    strikes: tuple[Strike, ...]
-    turn: str
-
-    def features(self) -> tuple[float, ...]:
-        return features(self.summary, self.lexical)
-
-
-def planner_inputs(
-    requests: Iterable[tuple[ChatRequest, Mapping[str, Any], Mapping[str, str]]],
-) -> Iterator[PlannerInputs]:
-    """(parsed request, body, lower-case headers) of one test's gateway, in order, as
-    `_plan_router` and `_decide_tier` read them: one transcript summary per
-    conversation of the session, a side request summarised on its own."""
-    transcripts = TranscriptCache()
-    for req, body, headers in requests:
-        session = resolve_session_id(headers, body)
-        assert session is not None  # a fingerprint at least: every body has a user message
-        scope = session_scope(WORKSPACE_ID, session)
-        side = is_side_request(req, session)
-        conv = conversation_key(body) or ""
-        summary = transcripts.summarize(None if side else transcript_key(scope, conv or None), req)
-        yield PlannerInputs(
-            session,
-            scope,
-            side,
-            conv,
-            summary,
-            delta_score(req),
-            tuple(request_strikes(req, summary.progress)),
-            turn_key(req, conv),
-        )
-
-
 def corpus_requests(
     turns: Iterable[Mapping[str, Any]],
 ) -> Iterator[tuple[ChatRequest, Mapping[str, Any], Mapping[str, str]]]:
@@ -249,6 +196,7 @@ def planner_facts(
         zip(turns, planner_inputs(corpus_requests(turns)), strict=True)
     ):
         at += float(turn.get("idle_seconds_before", 0.0))
+        assert inp.scope is not None  # a fingerprint at least: every body has a user message
         scope = inp.scope
         resp = chat_response(turn.get("response"))
         status = int(turn.get("upstream_status", 200))
@@ -269,7 +217,7 @@ def planner_facts(
                 escalate_header=lower_headers(turn.get("headers")).get("x-orcarouter-escalate"),
                 prompt_tokens=0,
                 prefix_tokens=0,
-                learned=session_score(inp.summary, inp.lexical, scorer),
+                learned=inp.learned(scorer),
                 conversation=inp.conversation,
                 side_request=inp.side,
             )

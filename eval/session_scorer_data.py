@@ -1,13 +1,17 @@
 """Per-turn session-scorer features of a corpus, extracted once and cached.
 
 Each turn's request goes through what the gateway runs before deciding: the
-OpenAI codec (`parse_request`) and the session's running transcript summary
-(`summarize`, extending the previous turn's summary when the request continues
-it, as TranscriptCache does). The feature vector is
-`tiergate.routing.session_scorer.features(summary)`, the same function the
-gateway calls; the lexical `delta_score` of the turn is kept beside it so the
-two scorers are compared on the same turns. The 1 GB real corpora are read a
-line at a time; the cache (.npz) is a few MB and holds numbers only.
+OpenAI codec (`parse_request`) and the planner's per-request inputs
+(tiergate.replay.planner_inputs, shared with the replay and the agent-CLI
+check): the conversation's own running transcript summary, extended as the
+planner's TranscriptCache extends it, one per conversation of the session (a
+sub-agent interleaved with the main thread keeps its own), with the corpus
+`session_id` sent as the session header. The feature vector is
+`tiergate.routing.session_scorer.features(summary, delta)`, the same function
+the gateway calls; the lexical `delta_score` of the turn is kept beside it so
+the two scorers are compared on the same turns, and `strike` is whether the
+planner's request strikes (on the summary's fold) fire. The 1 GB real corpora
+are read a line at a time; the cache (.npz) is a few MB and holds numbers only.
 """
 
 from __future__ import annotations
@@ -21,11 +25,9 @@ import numpy as np
 import orjson
 
 from tiergate.formats.openai import parse_request
+from tiergate.replay.planner_inputs import SessionPlanner, lower_headers
 from tiergate.routing import session_scorer
-from tiergate.routing.difficulty import delta_score
-from tiergate.routing.session_scorer import FEATURE_NAMES, features
-from tiergate.routing.strikes import request_strikes
-from tiergate.routing.transcript import TranscriptSummary, summarize
+from tiergate.routing.session_scorer import FEATURE_NAMES
 
 BUCKET_TARGET = {"easy": 0.0, "medium": 0.5, "hard": 1.0}
 """Training target per real-traffic bucket (an ordinal target on the logistic scale)."""
@@ -109,15 +111,14 @@ def _extract(sessions: Iterable[dict[str, Any]], real: bool, tick: Any) -> Extra
     names = ("sid", "bucket", "group", "instance", "proto", "fw")
     cols: dict[str, list[str]] = {k: [] for k in names}
     for s, doc in enumerate(sessions):
-        summary: TranscriptSummary | None = None
+        planner = SessionPlanner(str(doc["session_id"]))
         for turn in doc["turns"]:
-            req = parse_request(turn["request"])
-            summary = summarize(req, summary)
-            lexical = delta_score(req)
-            rows.append(features(summary, lexical))
-            delta.append(lexical)
+            body = turn["request"]
+            inp = planner.step(parse_request(body), body, lower_headers(turn.get("headers")))
+            rows.append(inp.features())
+            delta.append(inp.lexical)
             strong.append(bool(turn.get("needs_strong", False)))
-            struck.append(bool(request_strikes(req, summary.progress)))
+            struck.append(bool(inp.strikes))
             owner.append(s)
         archetype = str(doc.get("archetype", ""))
         cols["sid"].append(str(doc["session_id"]))

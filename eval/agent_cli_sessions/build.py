@@ -16,12 +16,13 @@ in one agent-CLI test. Per request:
    are kept whole.
 
 Then it is checked, or nothing is written: per request, the planner's inputs
-(eval.agent_cli_check.planner_inputs) from the fixture equal those from the
-raw wire body through the live codec (every session-scorer feature, the
-lexical delta, request strikes, side request, session source; conversation
-and turn keys up to renaming), and the captured live engine (the learned
-score it read, the tier header it answered) is reproduced offline. The live
-values are kept beside each turn (`live`) with the artifact they came from.
+(tiergate.replay.planner_inputs, as the replay and the trainer read them) from
+the fixture equal those from the raw wire body through the live codec (every
+session-scorer feature, the lexical delta, request strikes, side request,
+session source; conversation and turn keys up to renaming), and the captured
+live engine (the learned score it read, the tier header it answered) is
+reproduced offline. The live values are kept beside each turn (`live`) with
+the artifact they came from.
 """
 
 from __future__ import annotations
@@ -38,15 +39,14 @@ from eval.agent_cli_check import (
     FIXTURES,
     CliSession,
     Expect,
-    PlannerInputs,
     corpus_requests,
-    planner_inputs,
     replay_session,
 )
 from tiergate.core.model import ChatRequest
 from tiergate.formats.openai.request import render_request
 from tiergate.gateway.inbound import ANTHROPIC, OPENAI, RESPONSES, InboundFormat
 from tiergate.replay.corpus import ROUTER_MODEL, write_corpus
+from tiergate.replay.planner_inputs import PlannerInputs, planner_inputs
 from tiergate.routing import session_scorer
 
 CODECS: dict[str, InboundFormat] = {
@@ -117,6 +117,10 @@ def _renamed(keys: Sequence[str]) -> list[int]:
     return [seen.setdefault(k, len(seen)) for k in keys]
 
 
+def _source(p: PlannerInputs) -> str | None:
+    return p.session.source if p.session is not None else None
+
+
 def compare(test: str, live: Sequence[PlannerInputs], fixture: Sequence[PlannerInputs]) -> None:
     """Raise CaptureMismatch unless the fixture gives the engine the live inputs."""
     if len(live) != len(fixture):
@@ -127,7 +131,7 @@ def compare(test: str, live: Sequence[PlannerInputs], fixture: Sequence[PlannerI
             ("lexical delta", a.lexical, b.lexical),
             ("request strikes", a.strikes, b.strikes),
             ("side request", a.side, b.side),
-            ("session source", a.session.source, b.session.source),
+            ("session source", _source(a), _source(b)),
         ):
             if x != y:
                 raise CaptureMismatch(f"{test} request {i}: {what} differs: {x} vs {y}")

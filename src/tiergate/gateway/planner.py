@@ -36,7 +36,7 @@ from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
-from tiergate.routing.conversation import conversation_key, is_side_request, transcript_key
+from tiergate.routing.conversation import is_side_request, transcript_slot
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor
 from tiergate.routing.escalation import (
@@ -193,9 +193,7 @@ class Planner:
         # score is computed only if the strategy asks for it (StrategyContext).
         # One summary per conversation of the session; a side request is summarised
         # on its own (it is small) and never replaces a conversation's summary.
-        side = is_side_request(req, session)
-        conv = (conversation_key(body) or "") if scope is not None else ""
-        summary_key = None if side else transcript_key(scope, conv or None)
+        side, conv, summary_key = transcript_slot(req, body, session, scope)
         transcript = self.transcripts.summarize(summary_key, req)
         ctx = strategies.StrategyContext(
             request=req,

@@ -1,12 +1,17 @@
 """Per-turn facts extracted once with the gateway's own code, reused by every policy.
 
 For each corpus turn this module runs exactly what the gateway runs on the
-request before the escalation engine: the OpenAI codec (`parse_request`), the
-planner's `turn_key`, the difficulty scorers (`delta_score`, and `full_score`
-for the full-transcript experiment), the request-side strike producers, the
-session-id resolution, and, for the reply, the response-side strike producers.
-Nothing here decides anything: the facts are policy-independent, so the
-experiments replay the engine many times without re-parsing 60 MB of history.
+request before the escalation engine: the OpenAI codec (`parse_request`), then
+the planner's per-request inputs from replay.planner_inputs (the session id,
+side request, conversation key, the conversation's own transcript summary, the
+lexical delta score, the learned score floored at it, the request strikes on
+the summary's fold, the turn key), the same module the trainer and the
+agent-CLI check read; `full_score` for the full-transcript experiment; and,
+for the reply, the response-side strike producers. The corpus `session_id` is
+sent as `X-OrcaRouter-Session-Id` (replay.planner_inputs: a client that names
+its session). Nothing here decides anything: the facts are policy-independent,
+so the experiments replay the engine many times without re-parsing 60 MB of
+history.
 
 Token counts use tiergate's tokenizer (the simulator's too): a turn's prompt is
 its system prompt, tool schemas and messages; its `prefix` is what it shares
@@ -15,7 +20,6 @@ with the session's previous *served* request (a failed attempt caches nothing).
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,17 +37,11 @@ from tiergate.core.model import (
 from tiergate.core.tokens import count_tokens
 from tiergate.formats.errors import FormatError
 from tiergate.formats.openai import parse_request
-from tiergate.gateway.planner import turn_key
 from tiergate.replay.corpus import DEFAULT_IDLE_SECONDS, archetype_of
-from tiergate.routing.conversation import conversation_key, is_side_request
-from tiergate.routing.difficulty import delta_score, full_score
-from tiergate.routing.session import SessionId, resolve_session_id, session_scope
-from tiergate.routing.session_scorer import session_score
-from tiergate.routing.strikes import Strike, request_strikes, response_strikes
-from tiergate.routing.transcript import TranscriptSummary, summarize
+from tiergate.replay.planner_inputs import WORKSPACE_ID, SessionPlanner, lower_headers
+from tiergate.routing.difficulty import full_score
+from tiergate.routing.strikes import Strike, response_strikes
 
-#: The workspace every replayed session belongs to (its id names the share-cap keys).
-WORKSPACE_ID = hashlib.sha256(b"ws:replay").hexdigest()[:16]
 #: Simulated start of the replay: 2026-08-14T08:00:00Z (the report's date).
 EPOCH = 1_786_694_400.0
 #: Sessions start one every this many simulated seconds, in corpus order.
@@ -109,10 +107,6 @@ class CorpusFacts:
     @property
     def turn_count(self) -> int:
         return len(self.order)
-
-
-def lower_headers(headers: Mapping[str, Any] | None) -> dict[str, str]:
-    return {str(k).lower(): str(v) for k, v in (headers or {}).items() if v is not None}
 
 
 def chat_response(doc: Mapping[str, Any] | None) -> ChatResponse | None:
@@ -182,10 +176,9 @@ def session_facts(
     prev_fixed = 0
     facts: list[TurnFacts] = []
     scope = ""
-    sid: SessionId | None = None
+    planner = SessionPlanner(session_id, workspace_id)
     at = start
     served = 0
-    summary: TranscriptSummary | None = None
     for i, turn in enumerate(doc["turns"]):
         body = turn["request"]
         headers = lower_headers(turn.get("headers"))
@@ -196,13 +189,9 @@ def session_facts(
             raise FormatError(
                 f"session {session_id} turn {i + 1}: {err.message}", err.param
             ) from None
-        if sid is None:  # the session header: the same on every turn
-            sid = resolve_session_id({"x-orcarouter-session-id": session_id, **headers}, body)
-            assert sid is not None  # the header always resolves
-            scope = session_scope(workspace_id, sid)
-        conv = conversation_key(body) or ""  # evidence is per conversation, as in the planner
-        summary = summarize(req, summary)  # as the planner's TranscriptCache
-        lexical = delta_score(req)
+        inp = planner.step(req, body, headers)
+        assert inp.scope is not None  # the session header always resolves
+        scope = scope or inp.scope  # the engine's state is keyed by the first turn's session
         fixed = counter.fixed(req)
         sizes = [counter.message(m) for m in req.messages]
         prompt = fixed + sum(sizes)
@@ -221,18 +210,18 @@ def session_facts(
                 at=at,
                 needs_strong=bool(turn.get("needs_strong", False)),
                 status=status,
-                request_id=turn_key(req, conv),
-                delta=lexical,
+                request_id=inp.turn,
+                delta=inp.lexical,
                 full=full_score(req),
-                request_strikes=tuple(request_strikes(req)),
+                request_strikes=inp.strikes,
                 response_strikes=tuple(response_strikes(resp)) if resp else (),
                 tier_header=headers.get("x-orcarouter-tier"),
                 escalate_header=headers.get("x-orcarouter-escalate"),
                 prompt_tokens=prompt,
                 prefix_tokens=prefix,
-                learned=session_score(summary, lexical),
-                conversation=conv,
-                side_request=is_side_request(req, sid),
+                learned=inp.learned(),
+                conversation=inp.conversation,
+                side_request=inp.side,
             )
         )
         if ok:

@@ -85,7 +85,11 @@ def render(results: dict[str, Any], figures: dict[str, str], figure_folder: str 
         "transition comes from tiergate's shipped code (`tiergate.routing.escalation` "
         "`read_escalation_snapshot` / `resolve_escalation` / `commit_escalation`, the difficulty "
         "scorers, the strike producers, the share-cap counters) driven turn by turn on a simulated "
-        "clock against the real state store. Only the audit sink is replaced. What is synthetic: "
+        "clock against the real state store. Each request's engine inputs (session, conversation, "
+        "side request, the conversation's own transcript summary, lexical and learned scores, "
+        "request strikes, turn key) come from `tiergate.replay.planner_inputs`, the planner's "
+        "computation that the session scorer's trainer reads too; the corpus `session_id` is sent "
+        "as `X-OrcaRouter-Session-Id`. Only the audit sink is replaced. What is synthetic: "
         "the traffic, and the prices are a model (below). The corpus is 50 % hard by construction, "
         "a stress mix, not an estimate of real traffic (section 5 shows how much that matters).",
         "",

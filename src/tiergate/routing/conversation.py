@@ -83,6 +83,19 @@ def is_side_request(req: ChatRequest, session: SessionId | None = None) -> bool:
     )
 
 
+def transcript_slot(
+    req: ChatRequest, body: Mapping[str, Any], session: SessionId | None, scope: str | None
+) -> tuple[bool, str, str | None]:
+    """(side request?, conversation key or "", the transcript summary's key) of a
+    request, as the planner keys it: one summary per conversation of an identified
+    session; a side request, or a request of no session, is summarised on its own
+    (key None) and never replaces a conversation's summary. The offline mirrors
+    (replay.planner_inputs) call this too, so they cannot key differently."""
+    side = is_side_request(req, session)
+    conv = (conversation_key(body) or "") if scope is not None else ""
+    return side, conv, None if side else transcript_key(scope, conv or None)
+
+
 def transcript_key(scope: str | None, conversation: str | None) -> str | None:
     """The in-process transcript summary's key: one summary per conversation."""
     if scope is None:
