@@ -68,6 +68,28 @@ def test_tier_switch_and_idle_gap_are_cold() -> None:
     assert late.input_usd == pytest.approx(cold_input_cost(SONNET, 7_000))
 
 
+def test_switching_back_reads_the_model_s_own_alive_cache() -> None:
+    """A strong, base, strong flip (a share-cap denial) re-reads strong's cache, partly."""
+    cm, cache = CostModel(), SessionCache()
+    cm.turn(cache, SONNET, 0.0, 4_000, 0, affinity=True)
+    denied = cm.turn(cache, MINI, 30.0, 5_000, 4_000, affinity=True)
+    assert denied.input_usd == pytest.approx(cold_input_cost(MINI, 5_000))
+    back = cm.turn(cache, SONNET, 60.0, 6_000, 5_000, affinity=True)
+    # Sonnet cached the 4,000-token request: that much is read, the rest written.
+    assert back.cached_tokens == 4_000
+    assert back.input_usd == pytest.approx(warm_input_cost(SONNET, 6_000, 4_000))
+
+
+def test_a_rewritten_history_bounds_what_an_older_cache_shares() -> None:
+    cm, cache = CostModel(), SessionCache()
+    cm.turn(cache, SONNET, 0.0, 4_000, 0, affinity=True)
+    cm.turn(cache, MINI, 30.0, 3_000, 1_000, affinity=True)  # history cut to 1,000 shared
+    back = cm.turn(cache, SONNET, 60.0, 3_500, 3_000, affinity=True)
+    assert back.cached_tokens == 1_000  # min of the steps' shared prefixes
+    late = cm.turn(cache, MINI, 30.0 + 301, 4_000, 3_500, affinity=True)
+    assert late.cached_tokens == 0  # mini's cache expired: cold
+
+
 def test_without_affinity_the_previous_key_is_hit_one_time_in_n() -> None:
     cm, cache = CostModel(), SessionCache()
     cm.turn(cache, GPT5, 0.0, 4_000, 0, affinity=False)

@@ -12,10 +12,17 @@ shares with the session's previous served request:
     cold turn  = write * p_in * prompt
     output     = p_out * output_tokens            (fixed 500 per turn by default)
 
-Turn 1 is always cold (a full write). The cache is alive only on the model
-that served the previous turn, within that provider's cache window since it
-was last used; so a tier switch, and every turn after an idle gap longer than
-the window, is charged cold: the mechanism pays for its own cache invalidation.
+Turn 1 is always cold (a full write). Each model keeps its own cache of the
+session, alive within that provider's cache window since the model last served
+it, as providers do: a switch to a model that has not served the session
+within its window, and every turn after an idle gap longer than the window, is
+charged cold, so the mechanism pays for its own cache invalidation. A switch
+back to a model whose cache is still alive reads what that model cached: the
+prefix its last served request shares with this one, bounded below by the
+smallest turn-to-turn shared prefix since then (two requests share at least
+the shortest prefix of every step between them). So a session the share cap
+flips strong, base, strong pays a cold base read and a partial strong re-read,
+not two full cold reads.
 
 Session affinity decides the key. With affinity the session keeps its
 {channel, key}, so an alive cache is hit (warmth 1). Without affinity the
@@ -139,17 +146,34 @@ def turn_cost(
 
 
 @dataclass(slots=True)
+class _ModelCache:
+    """One model's cache of a session: when it last served, and what it still shares."""
+
+    last_served: float
+    shared: int
+    """Tokens the model's cached prefix shares with the latest request (a lower bound)."""
+
+
+@dataclass(slots=True)
 class SessionCache:
-    """Where a session's prompt cache lives: the model and time of its last served turn."""
+    """Where a session's prompt caches live: one entry per model that served it."""
 
-    model: str | None = None
-    last_served: float = 0.0
+    models: dict[str, _ModelCache] = field(default_factory=dict)
 
-    def alive(self, m: ModelPrice, now: float) -> bool:
-        return self.model == m.name and now - self.last_served <= m.cache_window
+    def advance(self, prefix: int) -> None:
+        """A new request sharing `prefix` tokens with the previous served one arrived."""
+        for c in self.models.values():
+            c.shared = min(c.shared, prefix)
 
-    def served(self, m: ModelPrice, now: float) -> None:
-        self.model, self.last_served = m.name, now
+    def warm_prefix(self, m: ModelPrice, now: float) -> int | None:
+        """Tokens `m`'s alive cache can serve of this request; None when it is cold."""
+        c = self.models.get(m.name)
+        if c is None or now - c.last_served > m.cache_window:
+            return None
+        return c.shared
+
+    def served(self, m: ModelPrice, now: float, prompt: int) -> None:
+        self.models[m.name] = _ModelCache(now, prompt)
 
 
 # ---- the model ---------------------------------------------------------------------
@@ -194,18 +218,23 @@ class CostModel:
         affinity: bool,
         output_tokens: int | None = None,
     ) -> TurnCost:
-        """Cost one served turn and record it in the session's cache state."""
+        """Cost one served turn and record it in the session's cache state.
+
+        `prefix` is what the request shares with the session's previous served
+        request, whichever model served it."""
+        cache.advance(prefix)
         warmth = 0.0
-        if cache.alive(m, now):
+        warm = cache.warm_prefix(m, now)
+        if warm is not None:
             warmth = 1.0 if affinity else m.key_warmth(self.warmth)
         cost = turn_cost(
             m,
             prompt,
-            prefix,
+            warm or 0,
             warmth,
             self.output_tokens if output_tokens is None else output_tokens,
         )
-        cache.served(m, now)
+        cache.served(m, now, prompt)
         return cost
 
     def describe(self) -> dict[str, object]:
