@@ -28,8 +28,8 @@ class Curve:
     point_labels: Sequence[str | None] = ()
     marked: int | None = None
     """Index of a point drawn larger (the shipped setting)."""
-    labels_left: bool = False
-    """Write point labels to the left of the points (to keep two curves' apart)."""
+    labels_below: bool = False
+    """Write point labels below-right of the points, not above (keeps two curves' apart)."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,8 @@ class Panel:
     title: str
     curves: Sequence[Curve]
     target: tuple[float, float] | None = None
-    """(max x %, min y %): the target region x <= max, y >= min, drawn as a box."""
+    """(max x %, min y %): the target region x <= max, y >= min, drawn as a green box
+    (say what it is in the subtitle)."""
     subtitle: str = ""
 
 
@@ -83,7 +84,6 @@ def _panel(d: _Doc, p: Panel, ox: float, oy: float) -> None:
             f'<rect x="{ox}" y="{oy}" width="{px(xmax) - ox:.1f}" height="{py(ymin) - oy:.1f}" '
             'fill="#2ca02c" fill-opacity="0.15" stroke="#2ca02c" stroke-width="1.5"/>'
         )
-        d.text(px(xmax) + 3, py(ymin) - 4, f"target: easy ≤ {xmax:g} %, hard ≥ {ymin:g} %", 8)
     for c in p.curves:
         pts = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in c.points)
         d.add(f'<polyline points="{pts}" fill="none" stroke="{c.colour}" stroke-width="1.6"/>')
@@ -92,8 +92,8 @@ def _panel(d: _Doc, p: Panel, ox: float, oy: float) -> None:
             ring = ' stroke="black" stroke-width="1.2"' if i == c.marked else ""
             d.add(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="{r}" fill="{c.colour}"{ring}/>')
             label = c.point_labels[i] if i < len(c.point_labels) else None
-            if label and c.labels_left:
-                d.text(px(x) - 5, py(y) + 10, label, 8, fill=c.colour, text_anchor="end")
+            if label and c.labels_below:
+                d.text(px(x) + 5, py(y) + 11, label, 8, fill=c.colour)
             elif label:
                 d.text(px(x) + 5, py(y) - 4, label, 8, fill=c.colour)
     d.text(ox + PANEL / 2, oy + PANEL + 28, "easy sessions escalated (%)", 10, text_anchor="middle")

@@ -29,6 +29,7 @@ import asyncio
 import datetime
 import gc
 import itertools
+import shlex
 import sys
 import time
 from collections import Counter
@@ -297,7 +298,9 @@ def run_labels(xy: Sequence[tuple[float, float]], ts: Sequence[float]) -> list[s
     return out
 
 
-def plot(results: list[dict[str, Any]], path: Path, stamp: str) -> None:
+def plot(
+    results: list[dict[str, Any]], path: Path, stamp: str, policy: str = "escalation (capped)"
+) -> None:
     panels = []
     for r in results:
         curves = []
@@ -313,12 +316,13 @@ def plot(results: list[dict[str, Any]], path: Path, stamp: str) -> None:
             name = f"{s} scorer" + (" (fold-out on real)" if s == "learned" else "")
             curves.append(Curve(name, COLOURS[s], xy, labels, marked, s == "lexical"))
         max_easy, min_hard = TARGETS[r["kind"]]
-        sub = "held out" if r["held_out"] else ("fold-out" if r["kind"] == "real" else "in-sample")
+        role = "held out" if r["held_out"] else ("fold-out" if r["kind"] == "real" else "in-sample")
+        sub = f"{role}; target box: easy ≤ {100 * max_easy:g} %, hard ≥ {100 * min_hard:g} %"
         panels.append(Panel(title(r), curves, (100 * max_easy, 100 * min_hard), sub))
     operating_curves(
         panels,
         path,
-        "Sessions escalated as escalation.delta_t2 rises (shipped capped engine)",
+        f"Sessions escalated as escalation.delta_t2 rises, policy {policy}",
         columns=3,
         note=f"Thresholds {min(THRESHOLDS):.2f}-{max(THRESHOLDS):.2f}; "
         f"real: SWE-bench Lite buckets, synthetic: sessions with/without needs_strong turns. "
@@ -332,6 +336,32 @@ def _replace_section(text: str, section: str) -> str:
         head, rest = text.split(BEGIN, 1)
         return head + section + rest.split(END, 1)[1]
     return text.rstrip() + "\n\n" + section + "\n"
+
+
+def argv_of(argv: list[str] | None) -> list[str]:
+    return list(sys.argv[1:] if argv is None else argv)
+
+
+def measure(args: argparse.Namespace, command: str) -> dict[str, Any]:
+    """Run the sweep; the JSON document (stamped with date, commit and command)."""
+    scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
+    capped = not args.uncapped
+    started = time.perf_counter()
+    results = run_all(args.corpus_dir, scores, args.thresholds, capped)
+    stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {figures._commit()}"
+    return {
+        "measured": stamp,
+        "command": command,
+        "runtime_seconds": round(time.perf_counter() - started, 1),
+        "policy": "escalation (capped)" if capped else "escalation-uncapped",
+        "thresholds": list(args.thresholds),
+        "shipped_threshold": DEFAULT_DELTA_T2,
+        "targets": {k: {"easy_rate_max": e, "hard_rate_min": h} for k, (e, h) in TARGETS.items()},
+        "classes": "real: SWE-bench Lite fix-time buckets; synthetic: hard = a session with "
+        "a needs_strong turn, easy = the rest",
+        "chooses_nothing": "a report; the shipped delta_t2 stays 0.55",
+        "results": results,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -359,40 +389,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path, default=ROOT / "docs" / "threshold-sweep.json")
     p.add_argument("--figure", type=Path, default=ROOT / "docs" / "figures" / "threshold-sweep.svg")
     p.add_argument("--no-doc", action="store_true", help="do not rewrite docs/real-traffic.md")
-    args = p.parse_args(argv)
-    scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
-    started = time.perf_counter()
-    results = run_all(args.corpus_dir, scores, args.thresholds, not args.uncapped)
-    runtime = round(time.perf_counter() - started, 1)
-    stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {figures._commit()}"
-    command = "python -m eval.realtraffic.threshold_sweep" + (
-        " --corpus-dir ... --learned-scores ..." if scores is not None else ""
+    p.add_argument(
+        "--from-json",
+        type=Path,
+        help="redraw the figure and the doc section from this earlier output; replays nothing",
     )
-    doc = {
-        "measured": stamp,
-        "runtime_seconds": runtime,
-        "thresholds": list(args.thresholds),
-        "shipped_threshold": DEFAULT_DELTA_T2,
-        "targets": {k: {"easy_rate_max": e, "hard_rate_min": h} for k, (e, h) in TARGETS.items()},
-        "classes": "real: SWE-bench Lite fix-time buckets; synthetic: hard = a session with "
-        "a needs_strong turn, easy = the rest",
-        "chooses_nothing": "a report; the shipped delta_t2 stays 0.55",
-        "results": results,
-    }
-    args.json.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
-    plot(results, args.figure, stamp)
+    args = p.parse_args(argv)
+    if args.from_json:
+        doc = orjson.loads(args.from_json.read_bytes())
+    else:
+        command = "python -m eval.realtraffic.threshold_sweep " + shlex.join(argv_of(argv))
+        doc = measure(args, command.strip())
+        args.json.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    results, stamp = doc["results"], doc["measured"]
+    plot(results, args.figure, stamp, doc.get("policy", "escalation (capped)"))
     try:
         figure = str(args.figure.resolve().relative_to(DOC.parent))
     except ValueError:
         figure = str(args.figure)
-    section = markdown(results, stamp, figure, command)
+    section = markdown(results, f"{stamp}, policy {doc['policy']}", figure, doc["command"])
     if not args.no_doc:
         DOC.write_text(
             _replace_section(DOC.read_text(encoding="utf-8") if DOC.exists() else "", section),
             encoding="utf-8",
         )
     print(section)
-    print(f"runtime {runtime} s", file=sys.stderr)
+    print(f"runtime {doc['runtime_seconds']} s", file=sys.stderr)
     return 0
 
 
