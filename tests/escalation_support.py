@@ -39,6 +39,19 @@ HEADER_VALUES = {
 }
 
 
+def coding_router(**escalation: Any) -> dict[str, Any]:
+    """The gated_adaptive "coding" router of the gateway-level tests, as config."""
+    return {
+        "name": "coding",
+        "allowed_models": ["openai/*", "anthropic/*"],
+        "strategy": "gated_adaptive",
+        "weak_pool": ["openai/gpt-5-mini"],
+        "strong_pool": ["anthropic/claude-sonnet-4-5"],
+        "default_model": "openai/gpt-5-mini",
+        "escalation": escalation,
+    }
+
+
 def make_router(mode: str = "auto", strategy: str = "balanced", **esc: Any) -> RouterConfig:
     """A router whose share cap does not bind unless a test asks for it."""
     esc.setdefault("share_warmup_requests", 10_000)

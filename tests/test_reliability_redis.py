@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from escalation_support import coding_router
 from servers import TOKEN, PrivateRedis, ServerThread, gateway_config, private_redis
 from tiergate.app import create_app
 from tiergate.config import parse_config
@@ -106,15 +107,7 @@ def sim_and_gateway(
 ) -> Iterator[tuple[ServerThread, ServerThread, PrivateRedis]]:
     monkeypatch.setenv("SESSION_TIER_MODE", "sticky")
     with ServerThread(create_sim_app()) as sim:
-        router = {
-            "name": "coding",
-            "allowed_models": ["openai/*", "anthropic/*"],
-            "strategy": "gated_adaptive",
-            "weak_pool": ["openai/gpt-5-mini"],
-            "strong_pool": ["anthropic/claude-sonnet-4-5"],
-            "default_model": "openai/gpt-5-mini",
-            "escalation": {"mode": "auto"},
-        }
+        router = coding_router(mode="auto")
         cfg = parse_config(
             gateway_config(
                 sim.url,

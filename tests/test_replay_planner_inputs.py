@@ -21,6 +21,7 @@ import pytest
 from eval.agent_cli_check import planner_facts
 from eval.session_scorer_data import extract as trainer_extract
 
+from escalation_support import coding_router
 from servers import gateway_config
 from tiergate.config import parse_config
 from tiergate.formats.openai import parse_request
@@ -37,15 +38,7 @@ from tiergate.routing.strikes import request_strikes
 from tiergate.routing.transcript import TranscriptSummary, summarize
 from tiergate.state.memory import MemoryStore
 
-ROUTER = {
-    "name": "coding",
-    "allowed_models": ["openai/*", "anthropic/*"],
-    "strategy": "gated_adaptive",
-    "weak_pool": ["openai/gpt-5-mini"],
-    "strong_pool": ["anthropic/claude-sonnet-4-5"],
-    "default_model": "openai/gpt-5-mini",
-    "escalation": {"mode": "manual", "scorer": "learned"},  # inputs only: never moves
-}
+ROUTER = coding_router(mode="manual", scorer="learned")  # inputs only: never moves
 SESSION = "interleaved-1"
 TOOLS = [
     {

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from escalation_support import coding_router
 from servers import gateway_config
 from tiergate.config import parse_config
 from tiergate.core.model import ChatResponse, TextPart, Usage
@@ -18,15 +19,7 @@ from tiergate.gateway.planner import Outcome, Planner
 from tiergate.routing.distributor import Distributor
 from tiergate.state.redis import RedisStore
 
-ROUTER = {
-    "name": "coding",
-    "allowed_models": ["openai/*", "anthropic/*"],
-    "strategy": "gated_adaptive",
-    "weak_pool": ["openai/gpt-5-mini"],
-    "strong_pool": ["anthropic/claude-sonnet-4-5"],
-    "default_model": "openai/gpt-5-mini",
-    "escalation": {"mode": "auto", "percentile": 95},
-}
+ROUTER = coding_router(mode="auto", percentile=95)
 
 
 class Counting:
