@@ -83,13 +83,82 @@ def targets(d: Extracted, medium: float = BUCKET_TARGET["medium"]) -> np.ndarray
     return np.where(is_synthetic(d)[d.session], d.needs_strong.astype(float), real)
 
 
-def weights(d: Extracted, y: np.ndarray) -> np.ndarray:
-    """Each session weighs 1 in total; positives and negatives weigh the same."""
-    lengths = np.bincount(d.session, minlength=len(d.session_id)).astype(float)
-    w = 1.0 / lengths[d.session]
+def weights(d: Extracted, y: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
+    """Each session weighs 1 in total; positives and negatives weigh the same. `share`
+    (per turn, summing to 1 over each session) spreads a session's weight over its
+    turns; by default evenly (`mil_shares` concentrates it)."""
+    if share is None:
+        lengths = np.bincount(d.session, minlength=len(d.session_id)).astype(float)
+        share = 1.0 / lengths[d.session]
+    w = share
     pos = (w * y).sum()
     neg = (w * (1 - y)).sum()
     return w * np.where(y > 0.5, 0.5 / max(pos, 1e-9), 0.5 / max(neg, 1e-9)) * len(d.session_id)
+
+
+#: Multiple-instance reweighting (Setting.mil): "off"; "peak" (half of an easy or
+#: medium session's weight on the two turns of its highest two-turn streak); "top@q"
+#: (half on its top q share of turns by score, at least 2); "softmax@T" (all of it
+#: by softmax(score / T) over the session's turns, a smooth session maximum). A
+#: "/all" suffix treats real hard sessions the same way (classic MIL: a positive bag
+#: needs one high turn, not every turn high).
+MIL_KINDS = ("off", "peak", "top", "softmax")
+MIL_MIX = 0.5
+MIL_ROUNDS = 2
+"""Refits after the first: score the training turns, reweight, refit."""
+
+
+def parse_mil(spec: str) -> tuple[str, float, bool]:
+    """ "top@0.1" -> ("top", 0.1, False); "peak/all" -> ("peak", 0.0, True)."""
+    body, slash, scope = spec.partition("/")
+    if slash and (scope != "all" or body == "off"):
+        raise ValueError(f"mil {spec!r}: the only suffix is /all")
+    kind, _, param = body.partition("@")
+    if kind not in MIL_KINDS or (kind in ("top", "softmax")) != bool(param):
+        raise ValueError(f"mil {spec!r}: off, peak, top@Q or softmax@T")
+    value = float(param) if param else 0.0
+    if kind in ("top", "softmax") and value <= 0:
+        raise ValueError(f"mil {spec!r}: the parameter must be positive")
+    return kind, value, bool(slash)
+
+
+def mil_shares(d: Extracted, z: np.ndarray, spec: str) -> np.ndarray:
+    """Per turn, its share of its session's weight (1 per session). Why: a session
+    escalates on its highest two-turn streak, not its mean turn, so a negative
+    (real easy or medium) session's loss should sit on its highest-scoring turns;
+    hard and synthetic sessions (per-turn targets) keep the even share."""
+    kind, param, hard_too = parse_mil(spec)
+    n = len(d.session_id)
+    lengths = np.bincount(d.session, minlength=n).astype(float)
+    even = 1.0 / lengths[d.session]
+    if kind == "off":
+        return even
+    buckets = ("easy", "medium", "hard") if hard_too else ("easy", "medium")
+    rows = (~is_synthetic(d) & np.isin(d.bucket, buckets))[d.session]
+    if kind == "softmax":
+        top = np.full(n, -np.inf)
+        np.maximum.at(top, d.session, z / param)
+        e = np.exp(z / param - top[d.session])
+        focus = e / np.bincount(d.session, weights=e, minlength=n)[d.session]
+        return np.where(rows, focus, even)
+    mask = np.zeros(len(z), dtype=bool)
+    if kind == "peak":
+        same = np.flatnonzero(d.session[1:] == d.session[:-1]) + 1
+        pair = np.minimum(z[same], z[same - 1])
+        order = np.lexsort((-pair, d.session[same]))
+        first = np.r_[True, np.diff(d.session[same][order]) != 0]
+        best = same[order][first]
+        mask[best] = mask[best - 1] = True
+        mask |= lengths[d.session] == 1
+    else:
+        order = np.lexsort((-z, d.session))
+        start = np.r_[0, np.cumsum(np.bincount(d.session[order], minlength=n))][:-1]
+        rank = np.arange(len(z)) - start[d.session[order]]
+        k = np.maximum(np.minimum(2, lengths), np.ceil(param * lengths))
+        mask[order] = rank < k[d.session[order]]
+    size = np.bincount(d.session, weights=mask.astype(float), minlength=n)
+    focus = mask / np.maximum(size, 1.0)[d.session]
+    return np.where(rows, (1 - MIL_MIX) * even + MIL_MIX * focus, even)
 
 
 def fit(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> dict[str, Any]:

@@ -34,6 +34,12 @@ fold-out per-turn scores (`--foldout-scores`) feed the engine replay
 (`eval.realtraffic.figures --learned-scores`). Fold-out figures of the chosen
 point were selected on the same folds, so they lean optimistic; the
 leave-one-repository-out figures of that point are printed beside them.
+
+Study option, off by default: `--points` searches a hand-picked list instead of
+the grid, and a point's fifth field (`Setting.mil`) reweights the real easy and
+medium sessions' turns toward their highest-scoring ones (multiple-instance
+training, eval.session_scorer_model.mil_shares). Measured and not adopted
+(docs/session-scorer.md, "Tried and not adopted: multiple-instance training").
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from tqdm import tqdm
@@ -56,6 +62,7 @@ from eval import agent_cli_check
 from eval.realtraffic import independent
 from eval.session_scorer_data import Extracted, extract, stream_jsonl
 from eval.session_scorer_model import (
+    MIL_ROUNDS,
     SHIPPED_THRESHOLD,
     choose_threshold,
     engine_scores,
@@ -66,6 +73,8 @@ from eval.session_scorer_model import (
     is_synthetic,
     logits,
     merge,
+    mil_shares,
+    parse_mil,
     rates,
     strike_fired,
     subset,
@@ -193,6 +202,9 @@ class Setting:
     l2: float
     easy_rate: float
     medium: float
+    mil: str = "off"
+    """Multiple-instance reweighting of the negative sessions' turns (a study option,
+    eval.session_scorer_model.mil_shares; "off" is the shipped objective)."""
 
     @property
     def cols(self) -> np.ndarray:
@@ -250,6 +262,9 @@ def train(d: Extracted, setting: Setting) -> Trained:
     y = targets(d, setting.medium)
     x = d.x[:, setting.cols]
     model = fit(x, y, weights(d, y), setting.l2)
+    for _ in range(MIL_ROUNDS if setting.mil != "off" else 0):
+        share = mil_shares(d, logits(model, x), setting.mil)
+        model = fit(x, y, weights(d, y, share), setting.l2)
     return Trained(setting, model, choose_threshold(d, logits(model, x), setting.easy_rate))
 
 
@@ -297,13 +312,24 @@ def foldout(
 
 
 def judged(real: Extracted, trigger: np.ndarray, strikes: np.ndarray) -> dict[str, Any]:
-    """Fold-out rates of the trigger alone and of trigger-or-strikes, and J."""
+    """Fold-out rates of the trigger alone and of trigger-or-strikes, and J; pooled
+    (what the grid is sorted by) and per protocol (a point should not buy its pooled
+    J on one protocol only)."""
     both = trigger | strikes
     r_trigger, r_both = rates(real, trigger), rates(real, both)
+    by_protocol = {}
+    for p in sorted(set(real.protocol.tolist())):
+        mine = real.protocol == p
+        r = rates(subset(real, mine), both[mine])
+        by_protocol[p] = {
+            "trigger_or_strikes": r,
+            "J": round(r.get("hard", 0.0) - r.get("easy", 0.0), 4),
+        }
     return {
         "trigger": r_trigger,
         "trigger_or_strikes": r_both,
         "J": round(r_both.get("hard", 0.0) - r_both.get("easy", 0.0), 4),
+        "by_protocol": by_protocol,
     }
 
 
@@ -313,16 +339,18 @@ def grid_search(
     fold: np.ndarray,
     td: TaskScores | None = None,
     only: str | None = None,
+    points: list[Setting] | None = None,
 ) -> list[tuple[Setting, dict[str, Any]]]:
+    """Every grid point (or only `points`, a study's hand-picked list) scored fold-out."""
     strikes = strike_fired(real)
     out = []
-    points = [
-        v
-        for v in itertools.product(*GRID.values())
-        if (td is not None or v[0] != "v3") and only in (None, v[0])
-    ]
-    for values in tqdm(points, desc="grid (fold-out)", unit="setting"):
-        setting = Setting(*values)
+    if points is None:
+        points = [
+            Setting(*cast(tuple[str, float, float, float], v))
+            for v in itertools.product(*GRID.values())
+            if (td is not None or v[0] != "v3") and only in (None, v[0])
+        ]
+    for setting in tqdm(points, desc="grid (fold-out)", unit="setting"):
         fired, _ = foldout(real, synth, setting, fold, td)
         out.append((setting, judged(real, fired, strikes)))
     # best J; ties: fewer easy sessions, then the simpler model (stronger L2, v1)
@@ -337,10 +365,30 @@ def grid_search(
     return out
 
 
+def parse_setting(spec: str) -> Setting:
+    """ "v1,100,0.1,0.5" (or with a fifth field, the mil option: "v1,100,0.1,0.5,peak")."""
+    features, l2, easy_rate, medium, *mil = spec.split(",")
+    if features not in FEATURE_SETS or len(mil) > 1:
+        raise SystemExit(f"{spec}: FEATURES,L2,EASY_RATE,MEDIUM[,MIL]")
+    try:
+        parse_mil(mil[0] if mil else "off")
+    except ValueError as e:
+        raise SystemExit(str(e)) from e
+    return Setting(features, float(l2), float(easy_rate), float(medium), *mil)
+
+
+def described(setting: Setting) -> dict[str, Any]:
+    """The setting as reported; the mil key only when it is on, so a default run's
+    artifact and report read as before the option existed."""
+    out = asdict(setting)
+    if setting.mil == "off":
+        del out["mil"]
+    return out
+
+
 def pinned(spec: str, searched: list[Setting]) -> Setting:
     """The grid point `spec` ("v1,1,0.05,0.5") names; it must be one the grid searched."""
-    features, l2, easy_rate, medium = spec.split(",")
-    setting = Setting(features, float(l2), float(easy_rate), float(medium))
+    setting = parse_setting(spec)
     if setting not in searched:
         raise SystemExit(f"--setting {spec}: not a point of the searched grid")
     return setting
@@ -428,7 +476,7 @@ def artifact(trained: Trained, d: Extracted, grid_size: int) -> dict[str, Any]:
             "turns": len(d.session),
             "target": f"real: bucket easy 0 / medium {setting.medium} / hard 1 on every turn; "
             "synthetic: the turn's needs_strong",
-            "setting": asdict(setting),
+            "setting": described(setting),
             "tuning": f"{grid_size} grid points, instance-grouped {FOLDS}-fold CV on the real "
             "sessions, best fold-out J (hard rate - easy rate, difficulty or strike trigger) "
             "among the points that pass the agent-CLI check (eval/agent_cli_check.py)",
@@ -454,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument(
         "--setting",
-        metavar="FEATURES,L2,EASY_RATE,MEDIUM",
+        metavar="FEATURES,L2,EASY_RATE,MEDIUM[,MIL]",
         help="ship this grid point instead of the best one (the grid is still searched, "
         "checked and reported); by default the shipped point is the best one that passes "
         "the agent-CLI check (eval/agent_cli_check.py, docs/session-scorer.md)",
@@ -479,7 +527,16 @@ def main(argv: list[str] | None = None) -> int:
         help="write per-turn fold-out scores of the real sessions (JSON, numbers only) for "
         "`python -m eval.realtraffic.figures --learned-scores`",
     )
+    ap.add_argument(
+        "--points",
+        nargs="+",
+        metavar="FEATURES,L2,EASY_RATE,MEDIUM[,MIL]",
+        help="search only these points instead of the grid (a study; the fifth field is "
+        "the multiple-instance option: off, peak, top@Q, softmax@T, "
+        "eval.session_scorer_model.mil_shares; default off)",
+    )
     args = ap.parse_args(argv)
+    points = [parse_setting(p) for p in args.points] if args.points else None
 
     data = load_development(args.corpus_dir, args.cache_dir)
     real = merge([data["text"], data["tool-call"]])
@@ -490,7 +547,9 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--feature-set v3 needs --task-difficulty-scores")
     if td is not None:
         td.check(real, fold)
-    grid = grid_search(real, synth, fold, td, args.feature_set)
+    if points and td is None and any(p.features == "v3" for p in points):
+        ap.error("a v3 point needs --task-difficulty-scores")
+    grid = grid_search(real, synth, fold, td, args.feature_set, points)
     checks = agent_cli_eligibility(grid, real, synth, fold, td)
     best = chosen(grid, checks, args.setting)
     fired, foldout_scores = foldout(real, synth, best, fold, td)
@@ -511,7 +570,7 @@ def main(argv: list[str] | None = None) -> int:
     report = {
         "trigger_only": "difficulty trigger alone (2 consecutive turns >= threshold), no caps, "
         "no strikes, unless a key says strikes; the engine figures are in docs/real-traffic.md",
-        "setting": asdict(best),
+        "setting": described(best),
         "folds": f"instance-grouped, bucket-stratified {FOLDS}-fold",
         "selection": "best fold-out J among the grid points whose model passes the "
         "agent-CLI check (eval/agent_cli_check.py)"
@@ -519,9 +578,10 @@ def main(argv: list[str] | None = None) -> int:
         "agent_cli_check": checks[best].as_dict(),
         "grid": [
             {
-                **asdict(s),
+                **described(s),
                 "J": r["J"],
                 "trigger_or_strikes": r["trigger_or_strikes"],
+                "by_protocol": r["by_protocol"],
                 "agent_cli": checks[s].as_dict(),
             }
             for s, r in grid

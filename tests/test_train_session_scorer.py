@@ -160,3 +160,44 @@ def test_the_shipped_point_is_the_best_one_that_passes_the_agent_cli_check() -> 
     assert chosen(grid, checks, "v2,1,0.05,0.5") == best  # --setting still pins
     with pytest.raises(SystemExit):
         chosen(grid, {best: bad, second: bad}, None)
+
+
+def test_mil_shares_move_only_negative_real_sessions_onto_their_top_turns() -> None:
+    """Each session still weighs 1; easy/medium real sessions put their weight on the
+    highest-scoring turns, hard and synthetic sessions keep the even share."""
+    from eval.session_scorer_model import mil_shares
+
+    data = _synthetic()
+    n = len(data.session_id)
+    data.framework = np.array(["real"] * (n - 1) + ["synthetic"])
+    data.bucket = np.array(["easy", "medium", "hard"] * n)[:n]
+    z = np.random.default_rng(1).normal(size=len(data.session))
+    z[data.session == 0] = np.arange((data.session == 0).sum())  # rising: the peak is last
+    lengths = np.bincount(data.session, minlength=n)
+    even = 1.0 / lengths[data.session]
+    assert np.allclose(mil_shares(data, z, "off"), even)
+    for spec in ("peak", "top@0.1", "softmax@1"):
+        share = mil_shares(data, z, spec)
+        assert np.allclose(np.bincount(data.session, weights=share, minlength=n), 1.0)
+        kept = (data.bucket == "hard")[data.session] | (data.session == n - 1)
+        assert np.allclose(share[kept], even[kept])
+        s = 0  # an easy session: its top turn gains weight, its lowest loses it
+        rows = np.flatnonzero(data.session == s)
+        assert lengths[s] > 4
+        assert share[rows[z[rows].argmax()]] > even[rows[0]] > share[rows[z[rows].argmin()]]
+    with pytest.raises(ValueError):
+        mil_shares(data, z, "top")
+
+
+def test_a_mil_setting_parses_trains_and_stays_out_of_a_default_report() -> None:
+    from eval.train_session_scorer import described, parse_setting
+
+    assert parse_setting("v1,100,0.1,0.5") == Setting("v1", 100.0, 0.1, 0.5)
+    assert "mil" not in described(Setting("v1", 100.0, 0.1, 0.5))
+    setting = parse_setting("v1,100,0.1,0.5,peak")
+    assert described(setting)["mil"] == "peak"
+    with pytest.raises(SystemExit):
+        parse_setting("v1,100,0.1,0.5,sideways")
+    data = _synthetic()
+    trained = train(data, Setting("v1", 10.0, 0.05, 0.5, "softmax@1"))
+    assert SessionScorer.from_artifact(artifact(trained, data, 1)).names == FEATURE_NAMES[:25]
