@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tiergate.defaults import CATALOGUE
 from tiergate.replay.costmodel import (
@@ -114,3 +116,40 @@ def test_pinned_model_is_stable_and_follows_weights() -> None:
     assert cm.pinned("s-1", "base") == cm.pinned("s-1", "base")
     counts = Counter(cm.pinned(f"s-{i}", "base").name for i in range(4000))
     assert 0.70 < counts["a/heavy"] / 4000 < 0.80
+
+
+_turns = st.lists(
+    st.tuples(
+        st.sampled_from([SONNET, MINI]),
+        st.integers(0, 4_000),  # tokens appended since the previous turn
+        st.floats(0.0, 1.0),  # share of the previous prompt still shared
+        st.sampled_from([5.0, 30.0, 200.0, 400.0]),  # idle gap, s
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_turns)
+def test_cached_tokens_never_exceed_what_the_model_last_saw(
+    turns: list[tuple[ModelPrice, int, float, float]],
+) -> None:
+    """The cache a model reads is bounded by its last served prompt and every
+    step's shared prefix since, and by this prompt; a single-model session reads
+    exactly the turn-to-turn prefix while warm (the one-cache model's rule)."""
+    cm, cache = CostModel(), SessionCache()
+    now, prompt = 0.0, 0
+    last: dict[str, tuple[float, int]] = {}  # model -> (time, min shared since)
+    for model, grow, kept, gap in turns:
+        now += gap
+        prefix = int(prompt * kept)
+        prompt = prefix + grow + 1
+        for name, (at, shared) in list(last.items()):
+            last[name] = (at, min(shared, prefix))
+        cost = cm.turn(cache, model, now, prompt, prefix, affinity=True)
+        seen = last.get(model.name)
+        alive = seen is not None and now - seen[0] <= model.cache_window
+        assert cost.cached_tokens == (min(seen[1], prompt) if alive and seen else 0)
+        assert cost.input_usd <= cold_input_cost(model, prompt) + 1e-12
+        last[model.name] = (now, prompt)
