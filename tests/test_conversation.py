@@ -252,8 +252,8 @@ async def test_a_side_request_follows_the_session_tier_but_never_de_escalates() 
 
 
 async def test_equal_turn_ids_in_two_conversations_are_two_turns() -> None:
-    # planner.turn_key mixes the conversation in; the engine dedupes on the id it gets
-    from tiergate.gateway.planner import turn_key
+    # turn_key mixes the conversation in; the engine dedupes on the id it gets
+    from tiergate.routing.conversation import turn_key
 
     req = ChatRequest("m", [Message("user", [TextPart("No files found")])])
     assert turn_key(req, "a") != turn_key(req, "b")

@@ -14,7 +14,6 @@ Side requests may start the session's pins but never move them.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -36,7 +35,7 @@ from tiergate.gateway.state_read import StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
-from tiergate.routing.conversation import is_side_request, transcript_slot
+from tiergate.routing.conversation import is_side_request, transcript_slot, turn_key
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.distributor import Distributor
 from tiergate.routing.escalation import (
@@ -514,27 +513,6 @@ def feedback_key(workspace_id: str, request_id: str) -> str:
     """The bandit's pending-feedback id: workspace-qualified, so one workspace's
     token cannot rate another workspace's requests."""
     return f"{workspace_id}:{request_id}"
-
-
-def turn_key(req: ChatRequest, conversation: str = "") -> str:
-    """A stable id for the conversation turn this request carries.
-
-    A client retry of the same turn sends the same history, so it maps to the
-    same key and the engine's request-id ring deduplicates its strikes (§4.1).
-    The conversation is part of it: two sub-agents whose turns end the same way
-    at the same depth are two turns, not a retry.
-    """
-    h = hashlib.blake2b(digest_size=12)
-    h.update(conversation.encode())
-    h.update(str(len(req.messages)).encode())
-    if req.messages:
-        last = req.messages[-1]
-        h.update(last.role.encode())
-        h.update(last.text().encode("utf-8", "surrogatepass"))
-        h.update((last.tool_call_id or "").encode())
-        for tc in last.tool_calls:
-            h.update(tc.id.encode())
-    return h.hexdigest()
 
 
 def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:

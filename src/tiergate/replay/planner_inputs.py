@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import ChatRequest
-from tiergate.gateway.planner import turn_key
-from tiergate.routing.conversation import transcript_slot
+from tiergate.routing.conversation import transcript_slot, turn_key
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
 from tiergate.routing.session_scorer import SessionScorer, features, session_score

@@ -101,3 +101,24 @@ def transcript_key(scope: str | None, conversation: str | None) -> str | None:
     if scope is None:
         return None
     return scope if conversation is None else f"{scope}:{conversation}"
+
+
+def turn_key(req: ChatRequest, conversation: str = "") -> str:
+    """A stable id for the conversation turn this request carries.
+
+    A client retry of the same turn sends the same history, so it maps to the
+    same key and the engine's request-id ring deduplicates its strikes (§4.1).
+    The conversation is part of it: two sub-agents whose turns end the same way
+    at the same depth are two turns, not a retry.
+    """
+    h = hashlib.blake2b(digest_size=12)
+    h.update(conversation.encode())
+    h.update(str(len(req.messages)).encode())
+    if req.messages:
+        last = req.messages[-1]
+        h.update(last.role.encode())
+        h.update(last.text().encode("utf-8", "surrogatepass"))
+        h.update((last.tool_call_id or "").encode())
+        for tc in last.tool_calls:
+            h.update(tc.id.encode())
+    return h.hexdigest()
