@@ -83,14 +83,16 @@ def targets(d: Extracted, medium: float = BUCKET_TARGET["medium"]) -> np.ndarray
     return np.where(is_synthetic(d)[d.session], d.needs_strong.astype(float), real)
 
 
+def session_lengths(d: Extracted) -> np.ndarray:
+    """Turns per session."""
+    return np.bincount(d.session, minlength=len(d.session_id)).astype(float)
+
+
 def weights(d: Extracted, y: np.ndarray, share: np.ndarray | None = None) -> np.ndarray:
     """Each session weighs 1 in total; positives and negatives weigh the same. `share`
     (per turn, summing to 1 over each session) spreads a session's weight over its
     turns; by default evenly (`mil_shares` concentrates it)."""
-    if share is None:
-        lengths = np.bincount(d.session, minlength=len(d.session_id)).astype(float)
-        share = 1.0 / lengths[d.session]
-    w = share
+    w = 1.0 / session_lengths(d)[d.session] if share is None else share
     pos = (w * y).sum()
     neg = (w * (1 - y)).sum()
     return w * np.where(y > 0.5, 0.5 / max(pos, 1e-9), 0.5 / max(neg, 1e-9)) * len(d.session_id)
@@ -129,7 +131,7 @@ def mil_shares(d: Extracted, z: np.ndarray, spec: str) -> np.ndarray:
     hard and synthetic sessions (per-turn targets) keep the even share."""
     kind, param, hard_too = parse_mil(spec)
     n = len(d.session_id)
-    lengths = np.bincount(d.session, minlength=n).astype(float)
+    lengths = session_lengths(d)
     even = 1.0 / lengths[d.session]
     if kind == "off":
         return even
