@@ -153,6 +153,15 @@ def write_json(path: Path, payload: Any) -> None:
     path.write_text(json.dumps(payload, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
+def replace_section(text: str, section: str, begin: str, end: str) -> str:
+    """`text` with its generated `begin`...`end` block replaced by `section` (which
+    carries the markers), or `section` appended when the block is not there yet."""
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        return head + section + rest.split(end, 1)[1]
+    return text.rstrip() + "\n\n" + section + "\n"
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the non-interactive Agg backend (headless CI, no display)."""
     import matplotlib

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from eval.common import replace_section
 from eval.realtraffic import independent
 from eval.realtraffic import threshold_sweep as sw
 
@@ -105,5 +106,7 @@ def test_markdown_and_svg(uncapped: dict[str, Any], tmp_path: Path) -> None:
     assert root.tag.endswith("svg")
     lines = root.findall("{http://www.w3.org/2000/svg}polyline")
     assert len(lines) == len(sw.SCORERS)
-    doc = sw._replace_section(f"intro\n\n{sw.BEGIN}\nSTALE-ROWS\n{sw.END}\ntail\n", text)
+    doc = replace_section(
+        f"intro\n\n{sw.BEGIN}\nSTALE-ROWS\n{sw.END}\ntail\n", text, sw.BEGIN, sw.END
+    )
     assert "STALE-ROWS" not in doc and doc.startswith("intro") and doc.endswith("tail\n")

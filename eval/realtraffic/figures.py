@@ -32,6 +32,7 @@ from typing import Any
 
 import orjson
 
+from eval.common import replace_section
 from eval.realtraffic import independent
 from tiergate.replay.corpus import archetype_rank, load_corpus
 from tiergate.replay.generator import generate_corpus
@@ -313,13 +314,6 @@ def _commit() -> str:
     return (out.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
 
 
-def _replace_section(text: str, section: str) -> str:
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + section + rest.split(END, 1)[1]
-    return text.rstrip() + "\n\n" + section + "\n"
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m eval.realtraffic.figures",
@@ -350,7 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     section = markdown(results, stamp, f"figures/{args.figure.name}")
     if not args.no_doc:
         DOC.write_text(
-            _replace_section(DOC.read_text(encoding="utf-8") if DOC.exists() else "", section),
+            replace_section(
+                DOC.read_text(encoding="utf-8") if DOC.exists() else "", section, BEGIN, END
+            ),
             encoding="utf-8",
         )
     print(section)

@@ -41,6 +41,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
+from eval.common import replace_section
 from eval.realtraffic import figures
 from eval.realtraffic.svg import Curve, Panel, operating_curves
 from tiergate.replay import experiments as ex
@@ -333,13 +334,6 @@ def plot(
     )
 
 
-def _replace_section(text: str, section: str) -> str:
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        return head + section + rest.split(END, 1)[1]
-    return text.rstrip() + "\n\n" + section + "\n"
-
-
 def argv_of(argv: list[str] | None) -> list[str]:
     return list(sys.argv[1:] if argv is None else argv)
 
@@ -412,7 +406,9 @@ def main(argv: list[str] | None = None) -> int:
     section = markdown(results, f"{stamp}, policy {doc['policy']}", figure, doc["command"])
     if not args.no_doc:
         DOC.write_text(
-            _replace_section(DOC.read_text(encoding="utf-8") if DOC.exists() else "", section),
+            replace_section(
+                DOC.read_text(encoding="utf-8") if DOC.exists() else "", section, BEGIN, END
+            ),
             encoding="utf-8",
         )
     print(section)
