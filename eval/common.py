@@ -162,6 +162,12 @@ def replace_section(text: str, section: str, begin: str, end: str) -> str:
     return text.rstrip() + "\n\n" + section + "\n"
 
 
+def update_doc(doc: Path, section: str, begin: str, end: str) -> None:
+    """Write `section` into `doc` in place of its generated block (`replace_section`)."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    doc.write_text(replace_section(text, section, begin, end), encoding="utf-8")
+
+
 def pyplot() -> Any:
     """matplotlib.pyplot on the non-interactive Agg backend (headless CI, no display)."""
     import matplotlib

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from eval.common import replace_section
+from eval.common import update_doc
 from eval.realtraffic import independent
 from tiergate.replay.corpus import archetype_rank, load_corpus
 from tiergate.replay.generator import generate_corpus
@@ -343,12 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     plot(results, args.figure)
     section = markdown(results, stamp, f"figures/{args.figure.name}")
     if not args.no_doc:
-        DOC.write_text(
-            replace_section(
-                DOC.read_text(encoding="utf-8") if DOC.exists() else "", section, BEGIN, END
-            ),
-            encoding="utf-8",
-        )
+        update_doc(DOC, section, BEGIN, END)
     print(section)
     return 0
 

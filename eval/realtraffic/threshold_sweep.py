@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
-from eval.common import replace_section
+from eval.common import update_doc
 from eval.realtraffic import figures
 from eval.realtraffic.svg import Curve, Panel, operating_curves
 from tiergate.replay import experiments as ex
@@ -405,12 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         figure = str(args.figure)
     section = markdown(results, f"{stamp}, policy {doc['policy']}", figure, doc["command"])
     if not args.no_doc:
-        DOC.write_text(
-            replace_section(
-                DOC.read_text(encoding="utf-8") if DOC.exists() else "", section, BEGIN, END
-            ),
-            encoding="utf-8",
-        )
+        update_doc(DOC, section, BEGIN, END)
     print(section)
     print(f"runtime {doc['runtime_seconds']} s", file=sys.stderr)
     return 0
