@@ -306,6 +306,23 @@ def test_cli_import_then_replay_through_the_engine(
     assert set(doc["policies"]["escalation"]["archetypes"]) == {"easy", "hard", "15 min - 1 hour"}
 
 
+def test_cli_import_id_prefix_keeps_two_agents_runs_apart(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paths = []
+    for name in ("agent-a", "agent-b"):
+        out = tmp_path / f"{name}.jsonl"
+        argv = ["replay", "import", str(TRACES / "mini-swe-agent"), "--out", str(out)]
+        assert main([*argv, "--id-prefix", name, "--no-progress"]) == 0
+        paths.append(out)
+    a, b = (load_corpus(p) for p in paths)
+    assert [d["session_id"] for d in a] == [f"agent-a/{d['source']['key']}" for d in a]
+    ids = [d["session_id"] for d in a + b]
+    assert len(ids) == len(set(ids)) == 2 * len(a) > 0
+    # the label join key is unchanged: both runs still join one instance's label
+    assert [d["source"]["key"] for d in a] == [d["source"]["key"] for d in b]
+
+
 def test_cli_import_errors_and_help(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stray = tmp_path / "x.txt"
     stray.write_text("nothing")

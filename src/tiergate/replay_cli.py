@@ -208,5 +208,11 @@ def _add_import(sub: Any) -> None:
     imp.add_argument(
         "--labelled-only", action="store_true", help="drop sessions the labels file does not name"
     )
+    imp.add_argument(
+        "--id-prefix",
+        metavar="NAME",
+        help="prefix every session id with NAME/, so runs of one task by several agents "
+        "keep distinct ids when corpora are concatenated",
+    )
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.set_defaults(func=_lazy("cmd_import"))

@@ -7,7 +7,7 @@ import asyncio
 import os
 import shlex
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -99,6 +99,12 @@ def _pairs(items: list[str], flag: str) -> dict[str, str] | None:
     return out
 
 
+def _prefixed(sessions: Iterable[dict[str, Any]], prefix: str) -> Iterator[dict[str, Any]]:
+    for doc in sessions:
+        doc["session_id"] = f"{prefix}/{doc['session_id']}"
+        yield doc
+
+
 def cmd_import(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
@@ -129,6 +135,8 @@ def cmd_import(args: argparse.Namespace) -> int:
             stats=stats,
             progress=bar.update,
         )
+        if args.id_prefix:
+            sessions = _prefixed(sessions, args.id_prefix)
         write_corpus(sessions, out)
     except UnknownFormat as err:
         print(err, file=sys.stderr)
