@@ -9,6 +9,7 @@ every pick comes from `strategies.rank`, the function the gateway itself calls.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import logging
 import subprocess
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 from tqdm import tqdm
 
 from tiergate.config import ModelConfig, Price, RouterConfig, Thresholds
@@ -166,6 +168,34 @@ def update_doc(doc: Path, section: str, begin: str, end: str) -> None:
     """Write `section` into `doc` in place of its generated block (`replace_section`)."""
     text = doc.read_text(encoding="utf-8") if doc.exists() else ""
     doc.write_text(replace_section(text, section, begin, end), encoding="utf-8")
+
+
+def commit_label() -> str:
+    """The checkout's short commit, marked when tracked files have local edits."""
+    git = ["git", "-C", str(REPO_ROOT)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        [*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True
+    ).stdout.strip()
+    return (head.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
+
+
+def measured_stamp() -> str:
+    """'YYYY-MM-DD HH:MM UTC, commit X': when and on which code a figure was made."""
+    now = datetime.datetime.now(datetime.UTC)
+    return f"{now:%Y-%m-%d %H:%M} UTC, commit {commit_label()}"
+
+
+def publish(
+    json_path: Path | None, payload: Any, section: str, doc: Path | None, begin: str, end: str
+) -> None:
+    """A generated result's outputs: its JSON (when `json_path`), its block in `doc`
+    (when `doc`), and the block on stdout."""
+    if json_path is not None:
+        json_path.write_bytes(orjson.dumps(payload, option=orjson.OPT_INDENT_2) + b"\n")
+    if doc is not None:
+        update_doc(doc, section, begin, end)
+    print(section)
 
 
 def pyplot() -> Any:

@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
-import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -32,7 +30,7 @@ from typing import Any
 
 import orjson
 
-from eval.common import update_doc
+from eval.common import measured_stamp, publish
 from eval.realtraffic import independent
 from tiergate.replay.corpus import archetype_rank, load_corpus
 from tiergate.replay.generator import generate_corpus
@@ -302,18 +300,6 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     plt.close(fig)
 
 
-def _commit() -> str:
-    out = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
-    )
-    dirty = subprocess.run(
-        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
-        capture_output=True,
-        text=True,
-    ).stdout.strip()
-    return (out.stdout.strip() or "unknown") + (" (with uncommitted changes)" if dirty else "")
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m eval.realtraffic.figures",
@@ -336,15 +322,11 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
     results = run_all(args.corpus_dir, learned_scores=scores)
-    stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {_commit()}"
-    args.json.write_bytes(
-        orjson.dumps({"measured": stamp, "results": results}, option=orjson.OPT_INDENT_2) + b"\n"
-    )
+    stamp = measured_stamp()
     plot(results, args.figure)
     section = markdown(results, stamp, f"figures/{args.figure.name}")
-    if not args.no_doc:
-        update_doc(DOC, section, BEGIN, END)
-    print(section)
+    payload = {"measured": stamp, "results": results}
+    publish(args.json, payload, section, None if args.no_doc else DOC, BEGIN, END)
     return 0
 
 

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
 import math
 import sys
@@ -41,7 +40,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from eval.common import update_doc
+from eval.common import measured_stamp, publish
 from eval.realtraffic import figures
 from tiergate.replay import experiments as ex
 from tiergate.replay.costmodel import CostModel
@@ -255,14 +254,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
     results = run_all(args.corpus_dir, scores, args.resamples)
-    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    stamp += f", commit {figures._commit()}"
-    doc = {"generated": stamp, "resamples": args.resamples, "results": results}
-    args.json.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
+    stamp = measured_stamp()
+    payload = {"generated": stamp, "resamples": args.resamples, "results": results}
     section = markdown(results, stamp, args.resamples)
-    if not args.no_doc:
-        update_doc(DOC, section, BEGIN, END)
-    print(section)
+    publish(args.json, payload, section, None if args.no_doc else DOC, BEGIN, END)
     return 0
 
 

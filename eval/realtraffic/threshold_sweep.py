@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import datetime
 import gc
 import itertools
 import shlex
@@ -41,7 +40,7 @@ from typing import Any
 import orjson
 from tqdm import tqdm
 
-from eval.common import update_doc
+from eval.common import measured_stamp, publish
 from eval.realtraffic import figures
 from eval.realtraffic.svg import Curve, Panel, operating_curves
 from tiergate.replay import experiments as ex
@@ -344,7 +343,7 @@ def measure(args: argparse.Namespace, command: str) -> dict[str, Any]:
     capped = not args.uncapped
     started = time.perf_counter()
     results = run_all(args.corpus_dir, scores, args.thresholds, capped)
-    stamp = f"{datetime.datetime.now(datetime.UTC):%Y-%m-%d %H:%M} UTC, commit {figures._commit()}"
+    stamp = measured_stamp()
     return {
         "measured": stamp,
         "command": command,
@@ -396,7 +395,6 @@ def main(argv: list[str] | None = None) -> int:
     else:
         command = "python -m eval.realtraffic.threshold_sweep " + shlex.join(argv_of(argv))
         doc = measure(args, command.strip())
-        args.json.write_bytes(orjson.dumps(doc, option=orjson.OPT_INDENT_2) + b"\n")
     results, stamp = doc["results"], doc["measured"]
     plot(results, args.figure, stamp, doc.get("policy", "escalation (capped)"))
     try:
@@ -404,9 +402,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         figure = str(args.figure)
     section = markdown(results, f"{stamp}, policy {doc['policy']}", figure, doc["command"])
-    if not args.no_doc:
-        update_doc(DOC, section, BEGIN, END)
-    print(section)
+    fresh = None if args.from_json else args.json
+    publish(fresh, doc, section, None if args.no_doc else DOC, BEGIN, END)
     print(f"runtime {doc['runtime_seconds']} s", file=sys.stderr)
     return 0
 
