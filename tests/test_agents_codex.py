@@ -26,6 +26,10 @@ from agents_support import (
     assert_stayed_offline,
 )
 from servers import TOKEN
+from tiergate.formats.openai.request import render_request
+from tiergate.formats.responses.request import parse_request
+from tiergate.replay.corpus import ROUTER_MODEL as CORPUS_MODEL
+from tiergate.replay.importers import detect, import_sessions
 
 pytestmark = pytest.mark.agents
 
@@ -94,8 +98,30 @@ def run_codex(tmp_path: Path, script: str, *, catalog: bool = False) -> AgentBen
     return bench
 
 
+def assert_rollout_imports_as_sent(bench: AgentBench, *, same_system: bool) -> None:
+    """`tiergate replay import` of the session's own rollout file gives, turn by turn,
+    the chat-completions requests the gateway got on the wire (via the same codec).
+
+    Without tiergate's model catalog Codex sends its built-in prompt as the first
+    developer message but logs a different `base_instructions` text (20,751 against
+    16,979 characters from 0.171), so there the system prompt is compared apart."""
+    rollouts = sorted((bench.home / ".codex" / "sessions").rglob("rollout-*.jsonl"))
+    assert len(rollouts) == 1 and detect(rollouts[0]) == "codex"
+    [doc] = import_sessions(rollouts)
+    imported = [t["request"]["messages"] for t in doc["turns"]]
+    wire = [
+        render_request(parse_request(t.body), CORPUS_MODEL)["messages"] for t in bench.report.turns
+    ]
+    assert len(imported) == len(wire) >= 4
+    skip = 0 if same_system else 1
+    assert [m[skip:] for m in imported] == [m[skip:] for m in wire]
+    assert imported[0][0]["role"] == wire[0][0]["role"] == "system"
+    assert doc["source"]["protocol"] == "tool-call"
+
+
 def test_codex_fixes_the_test_in_one_warm_session(tmp_path: Path) -> None:
     bench = run_codex(tmp_path, "fix")
+    assert_rollout_imports_as_sent(bench, same_system=False)
     assert_served_one_session(bench.report, min_turns=4)
     assert {t.path for t in bench.report.turns} == {"/v1/responses"}
     assert bench.report.session_sources == {"header:session-id"}
@@ -119,6 +145,7 @@ def test_codex_reads_the_model_catalog_and_stops_warning(tmp_path: Path) -> None
     # message: 16,979 characters from Codex 0.171 without the catalog; none for an empty one)
     firsts = [t.body["input"][0] for t in bench.report.turns]
     assert {(m["role"], m["content"][0]["text"]) for m in firsts} == {("developer", INSTRUCTIONS)}
+    assert_rollout_imports_as_sent(bench, same_system=True)
     assert_served_one_session(bench.report, min_turns=4)
     assert_cache_warm(bench.report)
     assert bench.calc_fixed() and bench.tests_pass()

@@ -177,6 +177,48 @@ def test_claude_code_sub_agent_file_is_its_own_session(tmp_path: Path) -> None:
     assert len(docs["mixed.jsonl"]["turns"]) == 3
 
 
+CODEX = TRACES / "codex" / "rollout-2026-11-20T10-00-00-0199c0de-7a11-7e55-9c2d-5a3f0e1b2c3d.jsonl"
+
+
+def test_codex_rollout_one_turn_per_model_call() -> None:
+    doc = _one(CODEX)
+    assert doc["session_id"] == doc["source"]["key"] == "0199c0de-7a11-7e55-9c2d-5a3f0e1b2c3d"
+    assert doc["source"]["framework"] == "codex"
+    assert doc["source"]["model"] == "gpt-5-codex"  # from turn_context
+    assert doc["source"]["protocol"] == "tool-call"
+    assert len(doc["turns"]) == 4  # four token_usage_record lines, four calls
+    first, second, third, last = doc["turns"]
+    # base instructions, then the developer message: both system text for chat
+    assert _roles(first) == ["system", "system", "user", "user"]
+    assert first["request"]["messages"][0]["content"].startswith("You are a coding agent")
+    assert first["response"]["content"] == "Looking for the parser."
+    # one response with two calls is one assistant message, both outputs answer it
+    assert [c["id"] for c in second["response"]["tool_calls"]] == ["call_demo_2", "call_demo_3"]
+    sent = third["request"]["messages"]
+    assert [m.get("tool_call_id") for m in sent[-2:]] == ["call_demo_2", "call_demo_3"]
+    assert "unconverted data remains" in sent[-1]["content"]
+    # the custom (freeform) apply_patch call and its output are a call like any other
+    assert third["response"]["tool_calls"][0]["function"]["name"] == "apply_patch"
+    assert last["request"]["messages"][-1]["tool_call_id"] == "call_demo_4"
+    assert last["response"] == {
+        "content": "parse_date now accepts a trailing Z.",
+        "finish_reason": "stop",
+    }
+    assert [t["idle_seconds_before"] for t in doc["turns"]] == [0.0, 3.0, 3.0, 3.0]
+    # Codex's private item fields never reach a request
+    assert "internal_chat_message_metadata_passthrough" not in orjson.dumps(doc).decode()
+    _assert_cumulative(doc)
+
+
+def test_codex_rollout_without_a_model_call_is_no_session(tmp_path: Path) -> None:
+    lines = CODEX.read_text().splitlines()
+    head = [raw for raw in lines if '"role":"assistant"' not in raw and "_call" not in raw]
+    cut = tmp_path / "rollout-cut.jsonl"
+    cut.write_text("\n".join(head) + "\n")
+    assert detect(cut) == "codex"
+    assert list(import_sessions([cut])) == []
+
+
 def test_autocoderover_retrieval_then_patch_conversation() -> None:
     folder = TRACES / "autocoderover" / "demo__calc-4_2024-04-06_13-51-50"
     doc = _one(folder)  # the folder: its other files are not inputs of their own
@@ -266,6 +308,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "legacy-output.jsonl": "openhands",
         "session-7f3a": "openhands",
         "5d0c1e8a.jsonl": "claude-code",
+        CODEX.name: "codex",
         "conversation_round_0.json": "autocoderover",
         "trajectory.json": "moatless",
         "requests.jsonl": "openai",

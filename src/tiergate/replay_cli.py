@@ -45,6 +45,7 @@ IMPORT_FORMATS = (
     "swe-agent",
     "openhands",
     "claude-code",
+    "codex",
     "autocoderover",
     "moatless",
     "openai",
@@ -167,7 +168,8 @@ def _add_import(sub: Any) -> None:
         "import",
         help="turn agent logs into a replay corpus (JSONL)",
         description="Read agent logs (mini-swe-agent .traj.json, SWE-agent .traj, OpenHands "
-        "output.jsonl or session folders, Claude Code session JSONL, a JSONL of OpenAI chat "
+        "output.jsonl or session folders, Claude Code session JSONL, Codex CLI rollouts, "
+        "AutoCodeRover and Moatless task folders, a JSONL of OpenAI chat "
         "requests) and write replay-corpus sessions: one turn per model call, each with the "
         "cumulative request the agent sent and the reply. Folders are searched recursively. "
         "With --labels, a label per session is joined on its key (an instance id where the "

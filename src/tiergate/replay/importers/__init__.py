@@ -9,6 +9,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 | swe-agent      | `sweagent`        | `<instance>.traj` (also multi-agent CodeR)           |
 | openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
+| codex          | `codex`           | `$CODEX_HOME/sessions/**/rollout-*.jsonl`            |
 | autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
 | moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
 | openai         | `openai_requests` | JSONL of chat-completions requests                   |
@@ -29,6 +30,7 @@ from typing import Any
 from tiergate.replay.importers import (
     autocoderover,
     claudecode,
+    codex,
     minisweagent,
     moatless,
     openai_requests,
@@ -44,6 +46,7 @@ FORMATS: dict[str, ModuleType] = {
     "swe-agent": sweagent,
     "openhands": openhands,
     "claude-code": claudecode,
+    "codex": codex,
     "autocoderover": autocoderover,
     "moatless": moatless,
     "openai": openai_requests,
