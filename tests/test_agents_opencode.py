@@ -22,6 +22,7 @@ from agents_support import (
     assert_stayed_offline,
 )
 from servers import TOKEN
+from tiergate.replay.importers import import_sessions
 
 pytestmark = pytest.mark.agents
 
@@ -59,6 +60,22 @@ def run_opencode(tmp_path: Path, script: str) -> AgentBench:
     return bench
 
 
+def assert_database_imports_as_sent(bench: AgentBench) -> None:
+    """`tiergate replay import` of opencode's own session database gives, turn by
+    turn, the requests it sent to the gateway, less the system prompt (built per
+    request, never stored) and the session-title side request (no tools)."""
+    [doc] = import_sessions([bench.home / ".local" / "share" / "opencode"])
+    imported = [t["request"]["messages"] for t in doc["turns"]]
+    wire = [
+        [m for m in t.body["messages"] if m["role"] != "system"]
+        for t in bench.report.turns
+        if t.body.get("tools")
+    ]
+    assert len(imported) == len(wire) >= 4
+    assert imported == wire
+    assert doc["source"]["framework"] == "opencode"
+
+
 def test_opencode_fixes_the_test_in_one_warm_session(tmp_path: Path) -> None:
     bench = run_opencode(tmp_path, "fix")
     report = bench.report
@@ -66,9 +83,11 @@ def test_opencode_fixes_the_test_in_one_warm_session(tmp_path: Path) -> None:
     assert report.session_sources == {"header:x-session-id"}
     assert_cache_warm(report)
     assert bench.calc_fixed() and bench.tests_pass()
+    assert_database_imports_as_sent(bench)
 
 
 def test_opencode_failure_loop_escalates_to_the_strong_tier(tmp_path: Path) -> None:
     bench = run_opencode(tmp_path, "loop")
     assert_escalated_by_strikes(bench.report)
     assert not bench.tests_pass()
+    assert_database_imports_as_sent(bench)

@@ -9,6 +9,7 @@ reply as the turn's response, and the request accepted by tiergate's codec.
 from __future__ import annotations
 
 import itertools
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,14 @@ from eval.realtraffic.build import BUCKETS, issue_key
 
 from tiergate.cli import main
 from tiergate.replay.corpus import load_corpus
-from tiergate.replay.importers import FORMATS, UnknownFormat, detect, expand, import_sessions
+from tiergate.replay.importers import (
+    FORMATS,
+    ImportStats,
+    UnknownFormat,
+    detect,
+    expand,
+    import_sessions,
+)
 from tiergate.replay.importers.labels import load_labels
 from tiergate.replay.pipeline import prepare
 from tiergate.replay_cli import IMPORT_FORMATS
@@ -219,6 +227,125 @@ def test_codex_rollout_without_a_model_call_is_no_session(tmp_path: Path) -> Non
     assert list(import_sessions([cut])) == []
 
 
+def _opencode_db(folder: Path) -> Path:
+    """An opencode 1.18 database with the columns the importer reads (the layout of
+    the databases the live opencode tests leave, tests/test_agents_opencode.py)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(folder / "opencode.db")
+    db.executescript(
+        "CREATE TABLE session (id text PRIMARY KEY, parent_id text, time_created integer);"
+        "CREATE TABLE message (id text PRIMARY KEY, session_id text, time_created integer,"
+        " data text);"
+        "CREATE TABLE part (id text PRIMARY KEY, message_id text, session_id text,"
+        " time_created integer, data text);"
+    )
+    step = {"type": "step-start", "snapshot": "ab12"}
+    done = {"type": "step-finish", "reason": "tool-calls", "tokens": {"input": 900}}
+    rows = {
+        "ses_main": [
+            ("user", [{"type": "text", "text": "Make slugify() keep digits."}]),
+            (
+                "assistant",
+                [
+                    step,
+                    {"type": "reasoning", "text": "Look at the function first."},
+                    {"type": "text", "text": "Reading it."},
+                    {
+                        "type": "tool",
+                        "tool": "read",
+                        "callID": "call_1",
+                        "state": {
+                            "status": "completed",
+                            "input": {"filePath": "/w/slug.py"},
+                            "output": "def slugify(s):\n    return re.sub('[^a-z]', '', s)",
+                        },
+                    },
+                    done,
+                    {"type": "patch", "hash": "ab12", "files": []},
+                ],
+            ),
+            (
+                "assistant",
+                [
+                    step,
+                    {
+                        "type": "tool",
+                        "tool": "edit",
+                        "callID": "call_2",
+                        "state": {
+                            "status": "error",
+                            "input": {"filePath": "/w/slug.py", "oldString": "a-z"},
+                            "error": "oldString not found in file",
+                        },
+                    },
+                    done,
+                    step,
+                    {"type": "text", "text": "Done: digits are kept."},
+                    {"type": "step-finish", "reason": "stop"},
+                ],
+            ),
+        ],
+        "ses_sub": [("user", [{"type": "text", "text": "List the tests."}])],  # never answered
+    }
+    for s_i, (sid, messages) in enumerate(rows.items()):
+        parent = "ses_main" if sid == "ses_sub" else None
+        db.execute("INSERT INTO session VALUES (?, ?, ?)", (sid, parent, 1000 + s_i))
+        for m_i, (role, parts) in enumerate(messages):
+            mid = f"msg_{sid}_{m_i}"
+            data = (
+                {"role": role, "modelID": "orcarouter/coding"}
+                if role == "assistant"
+                else {"role": role}
+            )
+            created = 1_796_000_000_000 + 2_000 * m_i
+            db.execute(
+                "INSERT INTO message VALUES (?, ?, ?, ?)", (mid, sid, created, orjson.dumps(data))
+            )
+            for p_i, part in enumerate(parts):
+                db.execute(
+                    "INSERT INTO part VALUES (?, ?, ?, ?, ?)",
+                    (f"prt_{mid}_{p_i:02d}", mid, sid, created, orjson.dumps(part)),
+                )
+    db.commit()
+    db.close()
+    return folder / "opencode.db"
+
+
+def test_opencode_database_one_turn_per_step(tmp_path: Path) -> None:
+    db = _opencode_db(tmp_path / "share" / "opencode")
+    assert detect(db) == "opencode"
+    docs = list(import_sessions([tmp_path]))  # the folder: found by walking to the file
+    assert len(docs) == 1  # the sub-agent session has no model reply: no session
+    doc = docs[0]
+    assert doc["session_id"] == "ses_main" and doc["source"]["model"] == "orcarouter/coding"
+    first, _, third = doc["turns"]  # three steps: the second message holds two
+    assert first["response"]["content"] == "Reading it."  # reasoning is not sent back
+    call = first["response"]["tool_calls"][0]["function"]
+    assert call == {"name": "read", "arguments": '{"filePath":"/w/slug.py"}'}
+    failed = third["request"]["messages"][-1]
+    assert failed == {
+        "role": "tool",
+        "tool_call_id": "call_2",
+        "content": "oldString not found in file",
+    }
+    assert third["response"] == {"content": "Done: digits are kept.", "finish_reason": "stop"}
+    # a message's later steps log no time of their own
+    assert [t.get("idle_seconds_before") for t in doc["turns"]] == [0.0, 2.0, None]
+    _assert_cumulative(doc)
+
+
+def test_opencode_file_that_is_not_its_database(tmp_path: Path) -> None:
+    fake = tmp_path / "opencode.db"
+    fake.write_text("not sqlite")
+    assert detect(fake) is None
+    wrong = tmp_path / "other" / "opencode.db"
+    wrong.parent.mkdir()
+    sqlite3.connect(wrong).execute("CREATE TABLE x (y text)").connection.commit()
+    stats = ImportStats()
+    assert list(import_sessions([wrong], stats=stats)) == []
+    assert len(stats.failed) == 1 and "not an opencode database" in stats.failed[0]
+
+
 def test_autocoderover_retrieval_then_patch_conversation() -> None:
     folder = TRACES / "autocoderover" / "demo__calc-4_2024-04-06_13-51-50"
     doc = _one(folder)  # the folder: its other files are not inputs of their own
@@ -324,8 +451,6 @@ def test_a_truncated_log_is_skipped_not_fatal(tmp_path: Path) -> None:
     bad = tmp_path / "cut.traj.json"
     good = TRACES / "mini-swe-agent" / "demo__calc-1.traj.json"
     bad.write_bytes(good.read_bytes()[:300])
-    from tiergate.replay.importers import ImportStats
-
     stats = ImportStats()
     docs = list(import_sessions([bad, good], stats=stats))
     assert len(docs) == 1 and len(stats.failed) == 1 and "cut.traj.json" in stats.failed[0]

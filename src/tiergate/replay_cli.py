@@ -46,6 +46,7 @@ IMPORT_FORMATS = (
     "openhands",
     "claude-code",
     "codex",
+    "opencode",
     "autocoderover",
     "moatless",
     "openai",
@@ -168,7 +169,7 @@ def _add_import(sub: Any) -> None:
         "import",
         help="turn agent logs into a replay corpus (JSONL)",
         description="Read agent logs (mini-swe-agent .traj.json, SWE-agent .traj, OpenHands "
-        "output.jsonl or session folders, Claude Code session JSONL, Codex CLI rollouts, "
+        "output.jsonl or session folders, Claude Code session JSONL, Codex CLI rollouts, opencode's database, "
         "AutoCodeRover and Moatless task folders, a JSONL of OpenAI chat "
         "requests) and write replay-corpus sessions: one turn per model call, each with the "
         "cumulative request the agent sent and the reply. Folders are searched recursively. "

@@ -10,6 +10,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 | openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
 | codex          | `codex`           | `$CODEX_HOME/sessions/**/rollout-*.jsonl`            |
+| opencode       | `opencode`        | `~/.local/share/opencode/opencode.db` (SQLite)       |
 | autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
 | moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
 | openai         | `openai_requests` | JSONL of chat-completions requests                   |
@@ -34,6 +35,7 @@ from tiergate.replay.importers import (
     minisweagent,
     moatless,
     openai_requests,
+    opencode,
     openhands,
     sweagent,
 )
@@ -47,6 +49,7 @@ FORMATS: dict[str, ModuleType] = {
     "openhands": openhands,
     "claude-code": claudecode,
     "codex": codex,
+    "opencode": opencode,
     "autocoderover": autocoderover,
     "moatless": moatless,
     "openai": openai_requests,
