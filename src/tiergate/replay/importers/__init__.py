@@ -7,7 +7,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 |----------------|-------------------|------------------------------------------------------|
 | mini-swe-agent | `minisweagent`    | `<instance>.traj.json` (text and tool-call modes)    |
 | swe-agent      | `sweagent`        | `<instance>.traj` (also multi-agent CodeR)           |
-| openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
+| openhands      | `openhands`       | `output.jsonl`, `<instance>.json`, or `events/` dir  |
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
 | autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
 | moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
