@@ -150,6 +150,135 @@ def test_openhands_row_names_its_instance() -> None:
     assert _one(TRACES / "openhands" / "session-7f3a")["source"]["key"] == "session-7f3a"
 
 
+def _pretty(path: Path, data: Any) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(orjson.dumps(data, option=orjson.OPT_INDENT_2))
+    return path
+
+
+@pytest.mark.parametrize("form", ["row", "bare-list"])
+def test_openhands_single_file_trajectory_reads_as_its_output_row(
+    tmp_path: Path, form: str
+) -> None:
+    jsonl = TRACES / "openhands" / "output.jsonl"
+    row = orjson.loads(jsonl.read_bytes().splitlines()[0])
+    data = row if form == "row" else row["history"]
+    single = _pretty(tmp_path / "demo__login-4.json", data)
+    assert single.read_bytes().count(b"\n") > 100  # pretty-printed: not one row a line
+    assert detect(single) == "openhands"
+    doc, want = _one(single), _one(jsonl)
+    assert doc["turns"] == want["turns"]
+    assert doc["source"]["key"] == "demo__login-4"  # the row's id, or the file's name
+    # A bare list names no model but its logged responses do.
+    model = want["source"]["model"] if form == "row" else "claude-sonnet-4"
+    assert doc["source"]["model"] == model
+
+
+V1 = TRACES / "openhands" / "demo__cache-7.json"
+
+
+def test_openhands_v1_events_rebuild_the_messages_the_agent_sent() -> None:
+    doc = _one(V1)
+    assert doc["source"]["key"] == "demo__cache-7"
+    assert doc["source"]["protocol"] == "tool-call"
+    assert doc["source"]["model"] == "litellm_proxy/claude-sonnet-4-5-20250929"
+    turns = doc["turns"]
+    assert len(turns) == 4  # four responses; five ActionEvents, two from one response
+    assert _roles(turns[0]) == ["system", "user"]  # the state update is no message
+    system = turns[0]["request"]["messages"][0]["content"]
+    assert system.endswith("edit code.\nWorking directory: /workspace/demo")  # + dynamic context
+    tools = [t["function"]["name"] for t in turns[0]["request"]["tools"]]
+    assert tools == ["terminal", "file_editor", "finish"]
+    # The second response's two calls are one assistant message, its thought the text.
+    both = turns[1]["response"]
+    assert both["content"] == "Read the cache and run its tests."
+    assert [c["id"] for c in both["tool_calls"]] == ["toolu_v2", "toolu_v3"]
+    assert orjson.loads(both["tool_calls"][1]["function"]["arguments"]) == {
+        "command": "python -m pytest -q tests/test_cache.py"
+    }
+    last = turns[3]["request"]["messages"]
+    assert _roles(turns[3]) == [
+        "system", "user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool"
+    ]  # fmt: skip
+    calls = [c["id"] for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert [m["tool_call_id"] for m in last if m["role"] == "tool"] == calls
+    # The agent error answering the timed-out call went back as its tool result.
+    assert last[6] == {
+        "role": "tool",
+        "tool_call_id": "toolu_v3",
+        "content": "Command timed out after 120 seconds.",
+    }
+    assert last[3]["content"].startswith("src/cache.py:4:")  # observation content parts
+    assert turns[3]["response"] == {
+        "content": "The ttl is now stored; expiry can read it.",
+        "finish_reason": "stop",
+    }
+    assert turns[1]["idle_seconds_before"] == 7.0  # 10:00:12 - 10:00:05
+    _assert_cumulative(doc)
+
+
+@pytest.mark.parametrize("form", ["output.jsonl", "bare-list"])
+def test_openhands_v1_reads_the_same_in_every_container(tmp_path: Path, form: str) -> None:
+    row = orjson.loads(V1.read_bytes())
+    if form == "output.jsonl":
+        path = tmp_path / "output.jsonl"
+        path.write_bytes(orjson.dumps(row) + b"\n")
+    else:
+        path = _pretty(tmp_path / "demo__cache-7.json", row["history"])
+    assert detect(path) == "openhands"
+    doc = _one(path)
+    assert doc["source"]["key"] == "demo__cache-7"
+    assert doc["turns"] == _one(V1)["turns"]
+
+
+def test_openhands_v1_error_results_and_older_sdk_layouts(tmp_path: Path) -> None:
+    row = orjson.loads(V1.read_bytes())
+    events = row["history"]
+    # SDK 1.0 (Oct 2025): tools in OpenAI form, terminal output in `output`.
+    events[0]["tools"] = [{"type": "function", "function": {"name": "execute_bash"}}]
+    obs = events[4]["observation"]
+    obs["output"] = obs.pop("content")[0]["text"]
+    events[11]["observation"]["is_error"] = True
+    # A long system prompt pushes every event but the first past the sniffed head.
+    events[0]["system_prompt"]["text"] += " Be careful." * 500
+    # A second user message (with skill text the agent context added) right after
+    # the first: the SDK sends adjacent user messages as one.
+    more = orjson.loads(orjson.dumps(events[1]))
+    more["llm_message"]["content"] = [{"type": "text", "text": "Keep the API."}]
+    more["extended_content"] = [{"type": "text", "text": "Skill: cache-notes"}]
+    events.insert(2, more)
+    path = _pretty(tmp_path / "demo__cache-7.json", events)
+    assert detect(path) == "openhands"
+    doc = _one(path)
+    assert doc["turns"][0]["request"]["tools"] == events[0]["tools"]
+    assert _roles(doc["turns"][0]) == ["system", "user"]
+    user = doc["turns"][0]["request"]["messages"][1]["content"]
+    assert user.endswith("</issue_description>\nKeep the API.\nSkill: cache-notes")
+    last = doc["turns"][3]["request"]["messages"]
+    assert last[3]["content"] == obs["output"]
+    assert last[8]["content"] == (
+        "[An error occurred during execution.]\n"
+        "The file /workspace/demo/src/cache.py has been edited."
+    )
+
+
+def test_openhands_file_without_history_is_reported_failed(tmp_path: Path) -> None:
+    from tiergate.replay.importers import ImportStats
+
+    empty = _pretty(tmp_path / "demo__none-1.json", {"instance_id": "x", "history": []})
+    cut = tmp_path / "demo__cut-2.json"
+    cut.write_bytes(V1.read_bytes()[:2000])
+    rows = tmp_path / "output.jsonl"
+    rows.write_bytes(b'{"instance_id": "y", "test_result": {}}\n')
+    paths = [empty, cut, rows]
+    assert [detect(p) for p in paths] == ["openhands"] * 3
+    stats = ImportStats()
+    assert list(import_sessions(paths, stats=stats)) == []
+    assert len(stats.failed) == 3
+    assert "no OpenHands event history" in stats.failed[0]
+    assert stats.failed[1].startswith(str(cut))
+
+
 def test_claude_code_joins_streamed_blocks_and_skips_meta() -> None:
     doc = _one(TRACES / "claude-code" / "5d0c1e8a.jsonl")
     assert doc["session_id"] == "5d0c1e8a-2f4b-4c1e-9a77-0c3b1f2e9d10"
@@ -434,6 +563,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         "output.jsonl": "openhands",
         "legacy-output.jsonl": "openhands",
         "session-7f3a": "openhands",
+        "demo__cache-7.json": "openhands",
         "5d0c1e8a.jsonl": "claude-code",
         CODEX.name: "codex",
         "conversation_round_0.json": "autocoderover",

@@ -7,7 +7,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 |----------------|-------------------|------------------------------------------------------|
 | mini-swe-agent | `minisweagent`    | `<instance>.traj.json` (text and tool-call modes)    |
 | swe-agent      | `sweagent`        | `<instance>.traj` (also multi-agent CodeR)           |
-| openhands      | `openhands`       | evaluation `output.jsonl`, or a session `events/` dir|
+| openhands      | `openhands`       | `output.jsonl`, `<instance>.json`, or `events/` dir  |
 | claude-code    | `claudecode`      | `~/.claude/projects/*/<session>.jsonl`               |
 | codex          | `codex`           | `$CODEX_HOME/sessions/**/rollout-*.jsonl`            |
 | opencode       | `opencode`        | `~/.local/share/opencode/opencode.db` (SQLite)       |
