@@ -168,13 +168,16 @@ def _add_import(sub: Any) -> None:
     imp = sub.add_parser(
         "import",
         help="turn agent logs into a replay corpus (JSONL)",
-        description="Read agent logs (mini-swe-agent .traj.json, SWE-agent .traj, OpenHands "
-        "output.jsonl or session folders, Claude Code session JSONL, Codex CLI rollouts, opencode's database, "
-        "AutoCodeRover and Moatless task folders, a JSONL of OpenAI chat "
-        "requests) and write replay-corpus sessions: one turn per model call, each with the "
-        "cumulative request the agent sent and the reply. Folders are searched recursively. "
-        "With --labels, a label per session is joined on its key (an instance id where the "
-        "log names one); sessions with a --hard-label get every turn marked needs_strong.",
+        description=(
+            "Read agent logs (mini-swe-agent .traj.json, SWE-agent .traj, OpenHands "
+            "output.jsonl, trajectory JSON or session folders, Claude Code session JSONL, "
+            "Codex CLI rollouts, opencode's database, AutoCodeRover and Moatless task "
+            "folders, a JSONL of OpenAI chat requests) and write replay-corpus sessions: "
+            "one turn per model call, each with the cumulative request the agent sent and "
+            "the reply. Folders are searched recursively. With --labels, a label per "
+            "session is joined on its key (an instance id where the log names one); "
+            "sessions with a --hard-label get every turn marked needs_strong."
+        ),
     )
     imp.add_argument("paths", nargs="+", metavar="PATH", help="log files or folders")
     imp.add_argument(
