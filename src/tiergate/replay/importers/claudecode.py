@@ -16,25 +16,20 @@ sub-agent lines (newer versions write each sub-agent to its own
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from tiergate.formats.anthropic.request import parse_request as parse_anthropic
 from tiergate.formats.openai.request import render_request
 from tiergate.replay.corpus import ROUTER_MODEL
-from tiergate.replay.importers.transcript import Transcript, iter_json_lines
+from tiergate.replay.importers.transcript import (
+    Transcript,
+    add_rendered,
+    iso_time,
+    json_line_objects,
+)
 
 FRAMEWORK = "claude-code"
-
-
-def _time(raw: Any) -> float | None:
-    if not isinstance(raw, str):
-        return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _blocks(content: Any) -> list[dict[str, Any]]:
@@ -84,7 +79,7 @@ def _anthropic_messages(
         else:
             messages.append({"role": role, "content": blocks})
             if role == "assistant":
-                times.append(_time(line.get("timestamp")))
+                times.append(iso_time(line.get("timestamp")))
         last_id = mid
     return messages, times, model
 
@@ -99,15 +94,12 @@ def _transcript(lines: list[dict[str, Any]], key: str, source: str) -> Transcrip
     req = parse_anthropic({"model": model or "claude", "max_tokens": 1, "messages": messages})
     body = render_request(req, ROUTER_MODEL)
     t = Transcript(key, key, FRAMEWORK, source, model=model)
-    at = iter(times)
-    for m in body["messages"]:
-        t.add(m, at=next(at, None) if m["role"] == "assistant" else None)
+    add_rendered(t, body["messages"], times)
     return t
 
 
 def load(path: Path) -> list[Transcript]:
-    with open(path, "rb") as fh:
-        lines = [d for d in iter_json_lines(fh) if isinstance(d, dict)]
+    lines = json_line_objects(path)
     key = next((str(d["sessionId"]) for d in lines if d.get("sessionId")), path.stem)
     t = _transcript(lines, key, str(path))
     return [t] if t is not None else []

@@ -18,7 +18,6 @@ items (text, tool calls) become one assistant message, each call output a
 
 from __future__ import annotations
 
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,12 @@ from tiergate.formats.errors import FormatError
 from tiergate.formats.openai.request import render_request
 from tiergate.formats.responses.request import parse_request as parse_responses
 from tiergate.replay.corpus import ROUTER_MODEL
-from tiergate.replay.importers.transcript import Transcript, iter_json_lines
+from tiergate.replay.importers.transcript import (
+    Transcript,
+    add_rendered,
+    iso_time,
+    json_line_objects,
+)
 
 FRAMEWORK = "codex"
 #: Item types a model call returns (the rest are inputs the client sends).
@@ -35,15 +39,6 @@ _OUTPUT_TYPES = frozenset(
 )
 #: Internal fields Codex adds to items; the Responses API never sees them.
 _PRIVATE_KEYS = ("internal_chat_message_metadata_passthrough",)
-
-
-def _time(raw: Any) -> float | None:
-    if not isinstance(raw, str):
-        return None
-    try:
-        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def _is_output(item: dict[str, Any]) -> bool:
@@ -63,11 +58,13 @@ def _instructions(meta: dict[str, Any]) -> str | None:
     return raw if isinstance(raw, str) and raw else None
 
 
-def _read(lines: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, Any]], list[Any]]:
+def _read(
+    lines: list[dict[str, Any]],
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[float | None]]:
     """(session meta, Responses items, the time each model call began)."""
     meta: dict[str, Any] = {}
     items: list[dict[str, Any]] = []
-    call_times: list[Any] = []
+    call_times: list[float | None] = []
     in_call = False
     for line in lines:
         kind, payload = line.get("type"), line.get("payload")
@@ -82,7 +79,7 @@ def _read(lines: list[dict[str, Any]]) -> tuple[dict[str, Any], list[dict[str, A
         elif kind == "response_item":
             output = _is_output(payload)
             if output and not in_call:
-                call_times.append(_time(line.get("timestamp")))
+                call_times.append(iso_time(line.get("timestamp")))
             in_call = output
             items.append(_clean(payload))
     return meta, items, call_times
@@ -102,16 +99,12 @@ def _transcript(lines: list[dict[str, Any]], source: str, fallback_key: str) -> 
     except FormatError as err:
         raise ValueError(f"{source}: not a Responses conversation ({err})") from err
     t = Transcript(key, key, FRAMEWORK, source, model=model)
-    at = iter(call_times)
-    for m in chat["messages"]:
-        t.add(m, at=next(at, None) if m["role"] == "assistant" else None)
+    add_rendered(t, chat["messages"], call_times)
     return t
 
 
 def load(path: Path) -> list[Transcript]:
-    with open(path, "rb") as fh:
-        lines = [d for d in iter_json_lines(fh) if isinstance(d, dict)]
-    t = _transcript(lines, str(path), path.stem)
+    t = _transcript(json_line_objects(path), str(path), path.stem)
     return [t] if t is not None else []
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -223,6 +225,32 @@ def session_doc(
     }
     doc["turns"] = turns
     return doc
+
+
+def iso_time(raw: Any) -> float | None:
+    """Unix time of an ISO-8601 timestamp as logs write it (`...Z` included)."""
+    if not isinstance(raw, str):
+        return None
+    try:
+        return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def json_line_objects(path: Path) -> list[dict[str, Any]]:
+    """The JSON objects of a JSONL log, one per line (other lines skipped)."""
+    with open(path, "rb") as fh:
+        return [d for d in iter_json_lines(fh) if isinstance(d, dict)]
+
+
+def add_rendered(
+    t: Transcript, messages: Iterable[dict[str, Any]], reply_times: Iterable[float | None]
+) -> None:
+    """Append chat messages rendered by a codec, giving each assistant message (a
+    model call) the next of `reply_times`."""
+    at = iter(reply_times)
+    for m in messages:
+        t.add(m, at=next(at, None) if m["role"] == "assistant" else None)
 
 
 def iter_json_lines(lines: Iterable[bytes]) -> Iterable[Any]:
