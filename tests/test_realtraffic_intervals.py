@@ -4,8 +4,10 @@ totals, and the instance-clustered bootstrap widens when runs of one task agree.
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from eval.realtraffic import intervals as iv
 from hypothesis import given, settings
@@ -105,3 +107,23 @@ def test_markdown_has_one_row_per_bucket() -> None:
     md = iv.markdown(results, "2026-12-02", 100)
     assert md.startswith(iv.BEGIN) and md.endswith(iv.END)
     assert md.count("| text | `escalation` (fold-out) |") == 2
+
+
+def test_main_redraws_from_json(tmp_path: Path) -> None:
+    b = iv.cluster_bootstrap(_rows([(1, 2), (0, 3)]), 100)
+    results = [
+        {
+            "protocol": p,
+            "policy": pol,
+            "learned_scores": "shipped",
+            "buckets": dict.fromkeys(iv.CLASSES, b),
+        }
+        for p in ("text", "tool-call")
+        for pol in iv.POLICIES
+    ]
+    saved = tmp_path / "in.json"
+    saved.write_bytes(orjson.dumps({"generated": "now", "resamples": 100, "results": results}))
+    figure, out = tmp_path / "f.png", tmp_path / "never.json"
+    argv = ["--from-json", str(saved), "--no-doc", "--figure", str(figure), "--json", str(out)]
+    assert iv.main(argv) == 0
+    assert figure.read_bytes().startswith(b"\x89PNG") and not out.exists()

@@ -40,7 +40,7 @@ import numpy as np
 import orjson
 from tqdm import tqdm
 
-from eval.common import measured_stamp, publish
+from eval.common import measured_stamp, publish, pyplot, save_figure
 from eval.realtraffic import figures
 from tiergate.replay import experiments as ex
 from tiergate.replay.costmodel import CostModel
@@ -55,6 +55,7 @@ HALF_WIDTH = 0.10
 ROOT = figures.ROOT
 DOC = figures.DOC
 JSON_OUT = ROOT / "docs" / "real-traffic-intervals.json"
+FIGURE = ROOT / "docs" / "figures" / "real-traffic-intervals.png"
 BEGIN, END = "<!-- intervals:begin -->", "<!-- intervals:end -->"
 
 
@@ -236,12 +237,61 @@ def markdown(results: list[dict[str, Any]], stamp: str, resamples: int) -> str:
     return "\n".join(lines)
 
 
+#: Plot colour and label per policy.
+STYLE = {
+    "escalation": ("#4c72b0", "learned (shipped)"),
+    "escalation-lexical": ("#55a868", "lexical"),
+}
+
+
+def plot(results: list[dict[str, Any]], path: Path, stamp: str) -> None:
+    """One panel per protocol: each bucket's rate and 95 % interval per policy, on
+    the band the issue's target allows (easy <= 10 %, hard >= 60 %)."""
+    plt = pyplot()
+    protocols = sorted({r["protocol"] for r in results})
+    fig, axes = plt.subplots(1, len(protocols), figsize=(5.2 * len(protocols), 3.2), sharex=True)
+    for ax, protocol in zip(np.atleast_1d(axes), protocols, strict=True):
+        rows = [r for r in results if r["protocol"] == protocol]
+        for y, bucket in enumerate(CLASSES):
+            if bucket == "easy":
+                ax.axvspan(0, 100 * TARGET["easy"], ymin=0, ymax=1 / 3, color="#e5f5e0")
+            elif bucket == "hard":
+                ax.axvspan(100 * TARGET["hard"], 100, ymin=2 / 3, ymax=1, color="#e5f5e0")
+            for k, r in enumerate(rows):
+                b = r["buckets"].get(bucket)
+                if b is None:
+                    continue
+                lo, hi = (100 * v for v in b["ci95"])
+                rate = 100 * b["rate"]
+                colour, label = STYLE.get(r["policy"], ("#888888", r["policy"]))
+                ax.errorbar(
+                    rate, y + 0.15 - 0.3 * k, xerr=[[rate - lo], [hi - rate]], fmt="o",
+                    color=colour, capsize=3, label=label if y == 0 else None,
+                )  # fmt: skip
+        ax.set_yticks(range(len(CLASSES)))
+        ax.set_yticklabels(
+            [f"{c}\n({rows[0]['buckets'][c]['instances']} tasks)" for c in CLASSES], fontsize=8
+        )
+        ax.set_ylim(-0.5, len(CLASSES) - 0.5)
+        ax.set_xlim(0, 100)
+        ax.set_xlabel("sessions escalated (%), 95 % interval over tasks", fontsize=8)
+        ax.set_title(f"real SWE-bench Lite, {protocol}", fontsize=9)
+        ax.grid(axis="x", alpha=0.3)
+    np.atleast_1d(axes)[0].legend(fontsize=7, loc="center right")
+    fig.suptitle(
+        f"Shipped capped engine, fold-out; green: where issue #15's target lies ({stamp})",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(
         prog="python -m eval.realtraffic.intervals",
         description=__doc__.split("\n\n", 1)[0] if __doc__ else None,
     )
-    ap.add_argument("--corpus-dir", type=Path, required=True, help="eval.realtraffic.build's out")
+    ap.add_argument("--corpus-dir", type=Path, help="eval.realtraffic.build's out")
     ap.add_argument(
         "--learned-scores",
         type=Path,
@@ -250,14 +300,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--resamples", type=int, default=5000)
     ap.add_argument("--json", type=Path, default=JSON_OUT)
+    ap.add_argument("--figure", type=Path, default=FIGURE)
     ap.add_argument("--no-doc", action="store_true", help="leave docs/real-traffic.md alone")
+    ap.add_argument(
+        "--from-json", type=Path, help="redraw the figure and the doc block from an earlier --json"
+    )
     args = ap.parse_args(argv)
-    scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
-    results = run_all(args.corpus_dir, scores, args.resamples)
-    stamp = measured_stamp()
-    payload = {"generated": stamp, "resamples": args.resamples, "results": results}
-    section = markdown(results, stamp, args.resamples)
-    publish(args.json, payload, section, None if args.no_doc else DOC, BEGIN, END)
+    if args.from_json:
+        payload = orjson.loads(args.from_json.read_bytes())
+    else:
+        if args.corpus_dir is None:
+            ap.error("--corpus-dir is needed unless --from-json is given")
+        scores = orjson.loads(args.learned_scores.read_bytes()) if args.learned_scores else None
+        results = run_all(args.corpus_dir, scores, args.resamples)
+        payload = {"generated": measured_stamp(), "resamples": args.resamples, "results": results}
+    stamp, resamples, results = payload["generated"], payload["resamples"], payload["results"]
+    plot(results, args.figure, stamp)
+    section = markdown(results, stamp, resamples)
+    fresh = None if args.from_json else args.json
+    publish(fresh, payload, section, None if args.no_doc else DOC, BEGIN, END)
     return 0
 
 
