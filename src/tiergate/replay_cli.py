@@ -162,6 +162,7 @@ def add_replay_parser(subparsers: Any) -> None:
     )
     rep.set_defaults(func=_lazy("cmd_report"))
     _add_import(sub)
+    _add_explain(sub)
 
 
 def _add_import(sub: Any) -> None:
@@ -222,3 +223,37 @@ def _add_import(sub: Any) -> None:
     )
     imp.add_argument("--no-progress", action="store_true", help="no progress bar")
     imp.set_defaults(func=_lazy("cmd_import"))
+
+
+def _add_explain(sub: Any) -> None:
+    ex = sub.add_parser(
+        "explain",
+        help="why each session went to the strong tier, turn by turn",
+        description=(
+            "Replay the corpus under one policy and print, per session, every billed "
+            "turn: the tier that served it, the learned and lexical scores the engine "
+            "read, the strikes it raised and what the engine decided (trigger, cap "
+            "denial, the top score reasons of its audit event). By default the escalated "
+            "sessions; no prompt text is printed."
+        ),
+    )
+    _add_common(ex)
+    ex.add_argument(
+        "--policy",
+        default="escalation",
+        metavar="NAME",
+        choices=[n for n in POLICY_NAMES + SCORER_POLICY_NAMES if n.startswith("escalation")],
+        help="an engine policy (default escalation: the shipped, capped engine)",
+    )
+    ex.add_argument(
+        "--session",
+        action="append",
+        default=[],
+        metavar="ID",
+        help="sessions whose id contains ID (repeatable); default: the escalated ones",
+    )
+    ex.add_argument("--all", action="store_true", help="every session, escalated or not")
+    ex.add_argument("--limit", type=int, default=20, metavar="N", help="at most N (default 20)")
+    ex.add_argument("--json", metavar="OUT", help="write the traces as JSON ('-' for stdout)")
+    ex.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ex.set_defaults(func=_lazy("cmd_explain"))

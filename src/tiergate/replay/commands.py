@@ -191,6 +191,34 @@ def cmd_replay(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tiergate.replay import experiments as ex
+    from tiergate.replay.costmodel import CostModel
+    from tiergate.replay.explain import as_json, render, select, session_traces
+    from tiergate.replay.harness import run_policy
+
+    loaded = _load(args)
+    if loaded is None:
+        return 2
+    corpus, source = loaded
+    turns = sum(len(d["turns"]) for d in corpus)
+    with progress_bar(2 * turns, _show_progress(args), "explain") as bar:
+        prep = _prepare(corpus, source, bar)
+        if prep is None:
+            return 2
+        [policy] = ex.policy_list([args.policy])
+        run = asyncio.run(run_policy(prep.facts, policy, CostModel(), progress=bar))
+    traces = session_traces(run)
+    chosen = select(traces, args.session, args.all, args.limit)
+    if args.session and not chosen:
+        print(f"no session id contains {', '.join(args.session)}", file=sys.stderr)
+        return 1
+    print(render(chosen, len(traces), sum(t.escalated for t in traces)))
+    if args.json:
+        _write_json({"policy": args.policy, "sessions": as_json(chosen)}, args.json)
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from tiergate.replay import figures
     from tiergate.replay.pipeline import REPORT_ENGINE_RUNS, run_report, store_for

@@ -79,6 +79,8 @@ class TurnFacts:
     prefix_tokens: int
     learned: float = 0.0
     """The learned session scorer's score (routing.session_scorer) from the running summary."""
+    reasons: tuple[tuple[str, float], ...] = ()
+    """The learned score's top contributions, as the planner puts them in the audit event."""
     conversation: str = ""
     """The conversation inside the session (routing.conversation), as the planner keys it."""
     side_request: bool = False
@@ -190,6 +192,7 @@ def session_facts(
                 f"session {session_id} turn {i + 1}: {err.message}", err.param
             ) from None
         inp = planner.step(req, body, headers)
+        learned, reasons = inp.explained()
         assert inp.scope is not None  # the session header always resolves
         scope = scope or inp.scope  # the engine's state is keyed by the first turn's session
         fixed = counter.fixed(req)
@@ -219,7 +222,8 @@ def session_facts(
                 escalate_header=headers.get("x-orcarouter-escalate"),
                 prompt_tokens=prompt,
                 prefix_tokens=prefix,
-                learned=inp.learned(),
+                learned=learned,
+                reasons=reasons,
                 conversation=inp.conversation,
                 side_request=inp.side,
             )

@@ -125,6 +125,8 @@ class TurnRecord:
     spend_share: float | None = None
     request_share: float | None = None
     """The router's escalated shares the engine saw when deciding this turn."""
+    audit: tuple[AuditEvent, ...] = ()
+    """The audit events this turn's commit wrote (escalations, cap denials, resets)."""
 
 
 @dataclass
@@ -211,6 +213,7 @@ class _Engine:
             strong_available=True,
             conversation=f.conversation,
             side_request=f.side_request,
+            score_reasons=f.reasons if self.router.escalation.scorer == "learned" else (),
         )
         snap = await read_escalation_snapshot(self.store, self.router, scope, WORKSPACE_ID, now)
         return resolve_escalation(inputs, snap), snap
@@ -287,6 +290,7 @@ async def run_policy(
                 )
                 result = await commit_escalation(engine.store, decision, outcome, f.at)
                 events.extend(result.events)
+                rec.audit = tuple(result.events)
             records.append(rec)
             if progress is not None and n % 256 == 255:
                 progress(256)

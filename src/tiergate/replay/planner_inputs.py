@@ -35,7 +35,7 @@ from tiergate.core.model import ChatRequest
 from tiergate.routing.conversation import transcript_slot, turn_key
 from tiergate.routing.difficulty import delta_score
 from tiergate.routing.session import SessionId, resolve_session_id, session_scope
-from tiergate.routing.session_scorer import SessionScorer, features, session_score
+from tiergate.routing.session_scorer import SessionScorer, explain, features, session_score
 from tiergate.routing.strikes import Strike, request_strikes
 from tiergate.routing.transcript import TranscriptCache, TranscriptSummary
 
@@ -66,6 +66,12 @@ class PlannerInputs:
         """The learned score the engine reads, floored at the lexical one
         (`scorer` None: the shipped artifact)."""
         return session_score(self.summary, self.lexical, scorer)
+
+    def explained(self) -> tuple[float, tuple[tuple[str, float], ...]]:
+        """The shipped learned score and the reasons the planner writes to the audit
+        event with it (routing.session_scorer.explain)."""
+        score, why = explain(self.summary, self.lexical)
+        return score, tuple(why.items())
 
 
 class SessionPlanner:
