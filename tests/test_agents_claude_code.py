@@ -26,6 +26,10 @@ from agents_support import (
     assert_stayed_offline,
 )
 from servers import TOKEN
+from tiergate.formats.anthropic.request import parse_request
+from tiergate.formats.openai.request import render_request
+from tiergate.replay.corpus import ROUTER_MODEL as CORPUS_MODEL
+from tiergate.replay.importers import import_sessions
 
 pytestmark = pytest.mark.agents
 
@@ -52,6 +56,26 @@ def run_claude(tmp_path: Path, script: str) -> tuple[AgentBench, dict[str, objec
     return bench, result
 
 
+def assert_session_log_imports_as_sent(bench: AgentBench) -> None:
+    """`tiergate replay import` of the session's own log gives, turn by turn, the
+    requests Claude Code sent (via the same codecs), except two things the log does
+    not keep: the system prompt, and the `<system-reminder>` blocks (git status,
+    CLAUDE.md) it puts before the task in the first user message."""
+    [doc] = import_sessions([bench.home / ".claude" / "projects"])
+    imported = [t["request"]["messages"] for t in doc["turns"]]
+    rendered = [
+        render_request(parse_request(t.body), CORPUS_MODEL)["messages"]
+        for t in bench.report.turns
+        if t.body.get("tools")
+    ]
+    wire = [[m for m in w if m["role"] != "system"] for w in rendered]
+    assert len(imported) == len(wire) >= 4
+    assert [m[1:] for m in imported] == [m[1:] for m in wire]
+    first_wire, first_log = wire[0][0]["content"], imported[0][0]["content"]
+    assert first_wire[0]["text"].startswith("<system-reminder>")
+    assert first_wire[-1]["text"] == first_log == TASK
+
+
 def test_claude_code_fixes_the_test_in_one_warm_session(tmp_path: Path) -> None:
     bench, result = run_claude(tmp_path, "fix")
     assert result["subtype"] == "success" and not result["is_error"]
@@ -59,9 +83,11 @@ def test_claude_code_fixes_the_test_in_one_warm_session(tmp_path: Path) -> None:
     assert bench.report.session_sources == {"header:x-claude-code-session-id"}
     assert_cache_warm(bench.report)
     assert bench.calc_fixed() and bench.tests_pass()
+    assert_session_log_imports_as_sent(bench)
 
 
 def test_claude_code_failure_loop_escalates_to_the_strong_tier(tmp_path: Path) -> None:
     bench, _ = run_claude(tmp_path, "loop")
     assert_escalated_by_strikes(bench.report)
     assert not bench.tests_pass()
+    assert_session_log_imports_as_sent(bench)
