@@ -50,9 +50,9 @@ def _decision(trigger: str | None, reason: str | None, audit: Sequence[Any]) -> 
     for event in audit:
         why = ", ".join(f"{k} {v:+.2f}" for k, v in event.score_reasons[:REASONS_SHOWN])
         words.append(f"{event.kind}({event.trigger})" + (f" [{why}]" if why else ""))
-    if reason and not audit:
+    if not audit and reason:
         words.append(reason)
-    elif trigger and not audit and not reason:
+    elif not audit and trigger:
         words.append(f"stays strong ({trigger})")
     return "; ".join(words)
 

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +47,7 @@ import orjson
 from tiergate.replay.importers.transcript import (
     Transcript,
     clean_message,
+    iso_time,
     iter_json_lines,
     text_of,
     tool_call,
@@ -58,13 +58,7 @@ _SKIP_OBSERVATIONS = frozenset({"agent_state_changed", "recall", "null", "agent_
 
 
 def _time(event: Mapping[str, Any]) -> float | None:
-    raw = event.get("timestamp")
-    if not isinstance(raw, str):
-        return None
-    try:
-        return datetime.fromisoformat(raw).timestamp()
-    except ValueError:
-        return None
+    return iso_time(event.get("timestamp"))
 
 
 def _flatten(history: Iterable[Any]) -> Iterable[Mapping[str, Any]]:
@@ -282,7 +276,7 @@ def load(path: Path) -> list[Transcript]:
         if not isinstance(row, dict) or not isinstance(row.get("history"), list):
             continue
         if not row["history"]:
-            continue
+            continue  # a row with no events is no session
         key = str(row.get("instance_id") or f"{path.stem}-{len(out)}")
         out.append(transcript(row["history"], key, str(path), _model(row)))
     if not out:
