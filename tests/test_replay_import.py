@@ -1,5 +1,8 @@
 """`tiergate replay import`: every log format in, a corpus the real engine replays out.
 
+The coding CLIs' own session stores (Claude Code, Codex, opencode) are in
+tests/test_replay_import_cli_logs.py.
+
 The samples under tests/data/traces follow the layouts of real public logs
 (see its README). Each test checks what a gateway would have seen: one turn
 per model call, each request the cumulative history the agent sent, the
@@ -8,8 +11,6 @@ reply as the turn's response, and the request accepted by tiergate's codec.
 
 from __future__ import annotations
 
-import itertools
-import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 from eval.realtraffic import independent
 from eval.realtraffic.build import BUCKETS, issue_key
 
+from import_support import CODEX, TRACES, assert_cumulative, one, roles
 from tiergate.cli import main
 from tiergate.replay.corpus import load_corpus
 from tiergate.replay.importers import (
@@ -32,68 +34,45 @@ from tiergate.replay.importers.labels import load_labels
 from tiergate.replay.pipeline import prepare
 from tiergate.replay_cli import IMPORT_FORMATS
 
-TRACES = Path(__file__).parent / "data" / "traces"
-
-
-def _one(path: Path, fmt: str = "auto") -> dict[str, Any]:
-    docs = list(import_sessions([path], fmt))
-    assert len(docs) == 1
-    return docs[0]
-
-
-def _roles(turn: dict[str, Any]) -> list[str]:
-    return [m["role"] for m in turn["request"]["messages"]]
-
-
-def _assert_cumulative(doc: dict[str, Any]) -> None:
-    """Each request extends the previous one by its reply and what came back."""
-    turns = doc["turns"]
-    for prev, nxt in itertools.pairwise(turns):
-        a, b = prev["request"]["messages"], nxt["request"]["messages"]
-        assert b[: len(a)] == a
-        assert b[len(a)]["role"] == "assistant"
-        assert (b[len(a)].get("content") or "") == prev["response"]["content"]
-    prepare([doc], "test")  # the gateway's codec, scorers and strike producers accept it
-
 
 def test_every_cli_format_has_an_importer() -> None:
     assert set(IMPORT_FORMATS) == {"auto", *FORMATS}
 
 
 def test_mini_swe_agent_text_protocol() -> None:
-    doc = _one(TRACES / "mini-swe-agent" / "demo__calc-1.traj.json")
+    doc = one(TRACES / "mini-swe-agent" / "demo__calc-1.traj.json")
     assert doc["source"]["protocol"] == "text"
     assert doc["source"]["key"] == "demo__calc-1"
     assert doc["source"]["model"] == "anthropic/claude-sonnet-4-20250514"
     assert len(doc["turns"]) == 3  # three replies; the closing `exit` is no model call
     # The command output goes back as a user message: the text protocol.
-    assert _roles(doc["turns"][1]) == ["system", "user", "assistant", "user"]
+    assert roles(doc["turns"][1]) == ["system", "user", "assistant", "user"]
     assert "```bash" in doc["turns"][0]["response"]["content"]
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 def test_mini_swe_agent_tool_call_mode_drops_framework_extras() -> None:
-    doc = _one(TRACES / "mini-swe-agent" / "demo__text-2.traj.json")
+    doc = one(TRACES / "mini-swe-agent" / "demo__text-2.traj.json")
     assert doc["source"]["protocol"] == "tool-call"
     first, second = doc["turns"]
     assert first["response"]["tool_calls"][0]["function"]["name"] == "bash"
-    assert _roles(second) == ["system", "user", "assistant", "tool"]
+    assert roles(second) == ["system", "user", "assistant", "tool"]
     sent = second["request"]["messages"][2]
     assert set(sent) == {"role", "content", "tool_calls"}  # no `extra`, `function_call`...
     assert set(sent["tool_calls"][0]) == {"id", "type", "function"}
     assert second["idle_seconds_before"] == 19.0  # 1775874690 - 1775874671
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 def test_swe_agent_multi_agent_keeps_each_agent_its_own_history() -> None:
-    doc = _one(TRACES / "swe-agent" / "demo__parser-3.traj")
+    doc = one(TRACES / "swe-agent" / "demo__parser-3.traj")
     assert doc["source"]["framework"] == "swe-agent (multi-agent)"
     assert doc["source"]["protocol"] == "text"
     manager, repro1, repro2 = doc["turns"]
     assert manager["request"]["messages"][0]["content"].startswith("SETTING: You are a Manager")
     # The reproducer's calls carry the reproducer's conversation, not the manager's.
     assert repro1["request"]["messages"][0]["content"].startswith("SETTING: You are a helpful")
-    assert _roles(repro2) == ["system", "user", "assistant", "user"]
+    assert roles(repro2) == ["system", "user", "assistant", "user"]
     for turn in doc["turns"]:
         for m in turn["request"]["messages"]:
             assert set(m) <= {"role", "content"}  # `agent`, `thought`, `action` dropped
@@ -101,19 +80,19 @@ def test_swe_agent_multi_agent_keeps_each_agent_its_own_history() -> None:
 
 
 def test_swe_agent_function_calling_answers_calls_by_tool_call_ids() -> None:
-    doc = _one(TRACES / "swe-agent" / "demo__fc-6.traj")
+    doc = one(TRACES / "swe-agent" / "demo__fc-6.traj")
     assert doc["source"]["framework"] == "swe-agent"
     assert doc["source"]["protocol"] == "tool-call"
     last = doc["turns"][1]["request"]["messages"]
     assert [m["role"] for m in last] == ["system", "user", "assistant", "tool"]
     assert last[3] == {"role": "tool", "tool_call_id": "call_fc1", "content": "344"}
     assert "TimeDelta" in last[1]["content"]  # list-of-parts content read as text
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 @pytest.mark.parametrize("path", ["output.jsonl", "session-7f3a"])
 def test_openhands_output_row_and_session_folder_agree(path: str) -> None:
-    doc = _one(TRACES / "openhands" / path)
+    doc = one(TRACES / "openhands" / path)
     assert doc["source"]["framework"] == "openhands"
     assert doc["source"]["protocol"] == "tool-call"
     # Three model responses; the second made two tool calls at once (one turn, not two).
@@ -124,30 +103,30 @@ def test_openhands_output_row_and_session_folder_agree(path: str) -> None:
         "toolu_02",
         "toolu_03",
     ]
-    assert _roles(third)[-2:] == ["tool", "tool"]
+    assert roles(third)[-2:] == ["tool", "tool"]
     # The malformed-call error went back to the model as user text; bookkeeping did not.
-    assert _roles(doc["turns"][0]) == ["system", "user", "user"]
+    assert roles(doc["turns"][0]) == ["system", "user", "user"]
     assert doc["turns"][0]["request"]["tools"][0]["function"]["name"] == "execute_bash"
     assert third["idle_seconds_before"] == 18.0
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 def test_openhands_before_function_calling_is_a_text_protocol() -> None:
-    doc = _one(TRACES / "openhands" / "legacy-output.jsonl")
+    doc = one(TRACES / "openhands" / "legacy-output.jsonl")
     assert doc["source"]["protocol"] == "text"
     first, second, third = doc["turns"]  # run, run_ipython, finish
     assert first["response"]["content"] == (
         "Let me look at the CLI first.\n<execute_bash>\ncat cli.py\n</execute_bash>"
     )
     assert "<execute_ipython>" in second["response"]["content"]
-    assert _roles(third) == ["user", "assistant", "user", "assistant", "user"]
+    assert roles(third) == ["user", "assistant", "user", "assistant", "user"]
     assert third["request"]["messages"][2]["content"].startswith("OBSERVATION:\nimport yaml")
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 def test_openhands_row_names_its_instance() -> None:
-    assert _one(TRACES / "openhands" / "output.jsonl")["source"]["key"] == "demo__login-4"
-    assert _one(TRACES / "openhands" / "session-7f3a")["source"]["key"] == "session-7f3a"
+    assert one(TRACES / "openhands" / "output.jsonl")["source"]["key"] == "demo__login-4"
+    assert one(TRACES / "openhands" / "session-7f3a")["source"]["key"] == "session-7f3a"
 
 
 def _pretty(path: Path, data: Any) -> Path:
@@ -166,7 +145,7 @@ def test_openhands_single_file_trajectory_reads_as_its_output_row(
     single = _pretty(tmp_path / "demo__login-4.json", data)
     assert single.read_bytes().count(b"\n") > 100  # pretty-printed: not one row a line
     assert detect(single) == "openhands"
-    doc, want = _one(single), _one(jsonl)
+    doc, want = one(single), one(jsonl)
     assert doc["turns"] == want["turns"]
     assert doc["source"]["key"] == "demo__login-4"  # the row's id, or the file's name
     # A bare list names no model but its logged responses do.
@@ -178,13 +157,13 @@ V1 = TRACES / "openhands" / "demo__cache-7.json"
 
 
 def test_openhands_v1_events_rebuild_the_messages_the_agent_sent() -> None:
-    doc = _one(V1)
+    doc = one(V1)
     assert doc["source"]["key"] == "demo__cache-7"
     assert doc["source"]["protocol"] == "tool-call"
     assert doc["source"]["model"] == "litellm_proxy/claude-sonnet-4-5-20250929"
     turns = doc["turns"]
     assert len(turns) == 4  # four responses; five ActionEvents, two from one response
-    assert _roles(turns[0]) == ["system", "user"]  # the state update is no message
+    assert roles(turns[0]) == ["system", "user"]  # the state update is no message
     system = turns[0]["request"]["messages"][0]["content"]
     assert system.endswith("edit code.\nWorking directory: /workspace/demo")  # + dynamic context
     tools = [t["function"]["name"] for t in turns[0]["request"]["tools"]]
@@ -197,7 +176,7 @@ def test_openhands_v1_events_rebuild_the_messages_the_agent_sent() -> None:
         "command": "python -m pytest -q tests/test_cache.py"
     }
     last = turns[3]["request"]["messages"]
-    assert _roles(turns[3]) == [
+    assert roles(turns[3]) == [
         "system", "user", "assistant", "tool", "assistant", "tool", "tool", "assistant", "tool"
     ]  # fmt: skip
     calls = [c["id"] for m in last if m["role"] == "assistant" for c in m["tool_calls"]]
@@ -214,7 +193,7 @@ def test_openhands_v1_events_rebuild_the_messages_the_agent_sent() -> None:
         "finish_reason": "stop",
     }
     assert turns[1]["idle_seconds_before"] == 7.0  # 10:00:12 - 10:00:05
-    _assert_cumulative(doc)
+    assert_cumulative(doc)
 
 
 @pytest.mark.parametrize("form", ["output.jsonl", "bare-list"])
@@ -226,9 +205,9 @@ def test_openhands_v1_reads_the_same_in_every_container(tmp_path: Path, form: st
     else:
         path = _pretty(tmp_path / "demo__cache-7.json", row["history"])
     assert detect(path) == "openhands"
-    doc = _one(path)
+    doc = one(path)
     assert doc["source"]["key"] == "demo__cache-7"
-    assert doc["turns"] == _one(V1)["turns"]
+    assert doc["turns"] == one(V1)["turns"]
 
 
 def test_openhands_v1_error_results_and_older_sdk_layouts(tmp_path: Path) -> None:
@@ -249,9 +228,9 @@ def test_openhands_v1_error_results_and_older_sdk_layouts(tmp_path: Path) -> Non
     events.insert(2, more)
     path = _pretty(tmp_path / "demo__cache-7.json", events)
     assert detect(path) == "openhands"
-    doc = _one(path)
+    doc = one(path)
     assert doc["turns"][0]["request"]["tools"] == events[0]["tools"]
-    assert _roles(doc["turns"][0]) == ["system", "user"]
+    assert roles(doc["turns"][0]) == ["system", "user"]
     user = doc["turns"][0]["request"]["messages"][1]["content"]
     assert user.endswith("</issue_description>\nKeep the API.\nSkill: cache-notes")
     last = doc["turns"][3]["request"]["messages"]
@@ -279,206 +258,10 @@ def test_openhands_file_without_history_is_reported_failed(tmp_path: Path) -> No
     assert stats.failed[1].startswith(str(cut))
 
 
-def test_claude_code_joins_streamed_blocks_and_skips_meta() -> None:
-    doc = _one(TRACES / "claude-code" / "5d0c1e8a.jsonl")
-    assert doc["session_id"] == "5d0c1e8a-2f4b-4c1e-9a77-0c3b1f2e9d10"
-    assert doc["source"]["protocol"] == "tool-call"
-    assert len(doc["turns"]) == 3  # msg_01 came as two lines: one reply
-    first = doc["turns"][0]["response"]
-    assert first["content"] == "I'll read the test."
-    assert first["tool_calls"][0]["function"]["name"] == "Read"
-    last = doc["turns"][2]["request"]["messages"]
-    assert [m["role"] for m in last] == ["user", "assistant", "tool", "assistant", "tool"]
-    assert last[2]["tool_call_id"] == "toolu_A"
-    assert all("/cost" not in str(m.get("content")) for m in last)
-    _assert_cumulative(doc)
-
-
-def test_claude_code_sub_agent_file_is_its_own_session(tmp_path: Path) -> None:
-    main_lines = (TRACES / "claude-code" / "5d0c1e8a.jsonl").read_text().splitlines()
-    sub = []
-    for raw in main_lines:
-        line = orjson.loads(raw)
-        if line.get("type") in ("user", "assistant"):
-            line["isSidechain"] = True
-            line["agentId"] = "a1"
-        sub.append(orjson.dumps(line).decode())
-    (tmp_path / "agent-a1.jsonl").write_text("\n".join(sub) + "\n")
-    # A main session with a sub-agent line in it: that line is not main traffic.
-    stray = orjson.loads(sub[4])
-    stray["message"]["id"] = "msg_sub"
-    mixed = [*main_lines[:3], orjson.dumps(stray).decode(), *main_lines[3:]]
-    (tmp_path / "mixed.jsonl").write_text("\n".join(mixed) + "\n")
-    docs = {Path(d["source"]["file"]).name: d for d in import_sessions([tmp_path])}
-    assert len(docs["agent-a1.jsonl"]["turns"]) == 3
-    assert len(docs["mixed.jsonl"]["turns"]) == 3
-
-
-CODEX = TRACES / "codex" / "rollout-2026-11-20T10-00-00-0199c0de-7a11-7e55-9c2d-5a3f0e1b2c3d.jsonl"
-
-
-def test_codex_rollout_one_turn_per_model_call() -> None:
-    doc = _one(CODEX)
-    assert doc["session_id"] == doc["source"]["key"] == "0199c0de-7a11-7e55-9c2d-5a3f0e1b2c3d"
-    assert doc["source"]["framework"] == "codex"
-    assert doc["source"]["model"] == "gpt-5-codex"  # from turn_context
-    assert doc["source"]["protocol"] == "tool-call"
-    assert len(doc["turns"]) == 4  # four token_usage_record lines, four calls
-    first, second, third, last = doc["turns"]
-    # base instructions, then the developer message: both system text for chat
-    assert _roles(first) == ["system", "system", "user", "user"]
-    assert first["request"]["messages"][0]["content"].startswith("You are a coding agent")
-    assert first["response"]["content"] == "Looking for the parser."
-    # one response with two calls is one assistant message, both outputs answer it
-    assert [c["id"] for c in second["response"]["tool_calls"]] == ["call_demo_2", "call_demo_3"]
-    sent = third["request"]["messages"]
-    assert [m.get("tool_call_id") for m in sent[-2:]] == ["call_demo_2", "call_demo_3"]
-    assert "unconverted data remains" in sent[-1]["content"]
-    # the custom (freeform) apply_patch call and its output are a call like any other
-    assert third["response"]["tool_calls"][0]["function"]["name"] == "apply_patch"
-    assert last["request"]["messages"][-1]["tool_call_id"] == "call_demo_4"
-    assert last["response"] == {
-        "content": "parse_date now accepts a trailing Z.",
-        "finish_reason": "stop",
-    }
-    assert [t["idle_seconds_before"] for t in doc["turns"]] == [0.0, 3.0, 3.0, 3.0]
-    # Codex's private item fields never reach a request
-    assert "internal_chat_message_metadata_passthrough" not in orjson.dumps(doc).decode()
-    _assert_cumulative(doc)
-
-
-def test_codex_rollout_without_a_model_call_is_no_session(tmp_path: Path) -> None:
-    lines = CODEX.read_text().splitlines()
-    head = [raw for raw in lines if '"role":"assistant"' not in raw and "_call" not in raw]
-    cut = tmp_path / "rollout-cut.jsonl"
-    cut.write_text("\n".join(head) + "\n")
-    assert detect(cut) == "codex"
-    assert list(import_sessions([cut])) == []
-
-
-def _opencode_db(folder: Path) -> Path:
-    """An opencode 1.18 database with the columns the importer reads (the layout of
-    the databases the live opencode tests leave, tests/test_agents_opencode.py)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(folder / "opencode.db")
-    db.executescript(
-        "CREATE TABLE session (id text PRIMARY KEY, parent_id text, time_created integer);"
-        "CREATE TABLE message (id text PRIMARY KEY, session_id text, time_created integer,"
-        " data text);"
-        "CREATE TABLE part (id text PRIMARY KEY, message_id text, session_id text,"
-        " time_created integer, data text);"
-    )
-    step = {"type": "step-start", "snapshot": "ab12"}
-    done = {"type": "step-finish", "reason": "tool-calls", "tokens": {"input": 900}}
-    rows = {
-        "ses_main": [
-            ("user", [{"type": "text", "text": "Make slugify() keep digits."}]),
-            (
-                "assistant",
-                [
-                    step,
-                    {"type": "reasoning", "text": "Look at the function first."},
-                    {"type": "text", "text": "Reading it."},
-                    {
-                        "type": "tool",
-                        "tool": "read",
-                        "callID": "call_1",
-                        "state": {
-                            "status": "completed",
-                            "input": {"filePath": "/w/slug.py"},
-                            "output": "def slugify(s):\n    return re.sub('[^a-z]', '', s)",
-                        },
-                    },
-                    done,
-                    {"type": "patch", "hash": "ab12", "files": []},
-                ],
-            ),
-            (
-                "assistant",
-                [
-                    step,
-                    {
-                        "type": "tool",
-                        "tool": "edit",
-                        "callID": "call_2",
-                        "state": {
-                            "status": "error",
-                            "input": {"filePath": "/w/slug.py", "oldString": "a-z"},
-                            "error": "oldString not found in file",
-                        },
-                    },
-                    done,
-                    step,
-                    {"type": "text", "text": "Done: digits are kept."},
-                    {"type": "step-finish", "reason": "stop"},
-                ],
-            ),
-        ],
-        "ses_sub": [("user", [{"type": "text", "text": "List the tests."}])],  # never answered
-    }
-    for s_i, (sid, messages) in enumerate(rows.items()):
-        parent = "ses_main" if sid == "ses_sub" else None
-        db.execute("INSERT INTO session VALUES (?, ?, ?)", (sid, parent, 1000 + s_i))
-        for m_i, (role, parts) in enumerate(messages):
-            mid = f"msg_{sid}_{m_i}"
-            data = (
-                {"role": role, "modelID": "orcarouter/coding"}
-                if role == "assistant"
-                else {"role": role}
-            )
-            created = 1_796_000_000_000 + 2_000 * m_i
-            db.execute(
-                "INSERT INTO message VALUES (?, ?, ?, ?)", (mid, sid, created, orjson.dumps(data))
-            )
-            for p_i, part in enumerate(parts):
-                db.execute(
-                    "INSERT INTO part VALUES (?, ?, ?, ?, ?)",
-                    (f"prt_{mid}_{p_i:02d}", mid, sid, created, orjson.dumps(part)),
-                )
-    db.commit()
-    db.close()
-    return folder / "opencode.db"
-
-
-def test_opencode_database_one_turn_per_step(tmp_path: Path) -> None:
-    db = _opencode_db(tmp_path / "share" / "opencode")
-    assert detect(db) == "opencode"
-    docs = list(import_sessions([tmp_path]))  # the folder: found by walking to the file
-    assert len(docs) == 1  # the sub-agent session has no model reply: no session
-    doc = docs[0]
-    assert doc["session_id"] == "ses_main" and doc["source"]["model"] == "orcarouter/coding"
-    first, _, third = doc["turns"]  # three steps: the second message holds two
-    assert first["response"]["content"] == "Reading it."  # reasoning is not sent back
-    call = first["response"]["tool_calls"][0]["function"]
-    assert call == {"name": "read", "arguments": '{"filePath":"/w/slug.py"}'}
-    failed = third["request"]["messages"][-1]
-    assert failed == {
-        "role": "tool",
-        "tool_call_id": "call_2",
-        "content": "oldString not found in file",
-    }
-    assert third["response"] == {"content": "Done: digits are kept.", "finish_reason": "stop"}
-    # a message's later steps log no time of their own
-    assert [t.get("idle_seconds_before") for t in doc["turns"]] == [0.0, 2.0, None]
-    _assert_cumulative(doc)
-
-
-def test_opencode_file_that_is_not_its_database(tmp_path: Path) -> None:
-    fake = tmp_path / "opencode.db"
-    fake.write_text("not sqlite")
-    assert detect(fake) is None
-    wrong = tmp_path / "other" / "opencode.db"
-    wrong.parent.mkdir()
-    sqlite3.connect(wrong).execute("CREATE TABLE x (y text)").connection.commit()
-    stats = ImportStats()
-    assert list(import_sessions([wrong], stats=stats)) == []
-    assert len(stats.failed) == 1 and "not an opencode database" in stats.failed[0]
-
-
 def test_autocoderover_retrieval_then_patch_conversation() -> None:
     folder = TRACES / "autocoderover" / "demo__calc-4_2024-04-06_13-51-50"
-    doc = _one(folder)  # the folder: its other files are not inputs of their own
-    assert doc == _one(folder / "conversation_round_0.json", "autocoderover")
+    doc = one(folder)  # the folder: its other files are not inputs of their own
+    assert doc == one(folder / "conversation_round_0.json", "autocoderover")
     assert doc["session_id"] == doc["source"]["key"] == "demo__calc-4"
     assert doc["source"]["protocol"] == "text"
     assert doc["source"]["model"] == "gpt-4-0125-preview"
@@ -494,26 +277,26 @@ def test_autocoderover_retrieval_then_patch_conversation() -> None:
         t["request"]["messages"][0]["content"] for t in patch
     }
     first_patch = patch[0]["request"]["messages"]
-    assert [m["role"] for m in first_patch[1:]] == [*_roles(search[-1])[1:], "assistant", "user"]
+    assert [m["role"] for m in first_patch[1:]] == [*roles(search[-1])[1:], "assistant", "user"]
     assert patch[1]["request"]["messages"][-1]["content"].startswith("Written an applicable")
     assert all("idle_seconds_before" not in t for t in turns)  # the logs keep no times
     prepare([doc], "test")
 
 
 def test_moatless_turns_are_the_logged_requests_not_a_rebuilt_history() -> None:
-    doc = _one(TRACES / "moatless" / "demo__calc-5")
+    doc = one(TRACES / "moatless" / "demo__calc-5")
     assert doc["session_id"] == doc["source"]["key"] == "demo__calc-5"
     assert doc["source"]["protocol"] == "tool-call"
     assert doc["source"]["model"] == "claude-3-5-sonnet-20241022"
     turns = doc["turns"]
     assert len(turns) == 4  # three agent calls and one search helper call
-    assert _roles(turns[0]) == ["system", "user"]
-    assert _roles(turns[1]) == ["system", "user", "assistant", "tool"]
-    assert _roles(turns[2]) == ["user"]  # the helper's prompt is not logged: no system
+    assert roles(turns[0]) == ["system", "user"]
+    assert roles(turns[1]) == ["system", "user", "assistant", "tool"]
+    assert roles(turns[2]) == ["user"]  # the helper's prompt is not logged: no system
     assert turns[2]["response"]["content"] == "calc/stats.py: mean"
     # The last call's history has the first observation rewritten, as logged.
     last = turns[3]["request"]["messages"]
-    assert _roles(turns[3]) == ["system", "user", "assistant", "tool", "assistant", "tool"]
+    assert roles(turns[3]) == ["system", "user", "assistant", "tool", "assistant", "tool"]
     assert "shown in file context" in last[3]["content"]
     assert last[2]["tool_calls"][0]["function"]["name"] == "FindFunction"
     assert turns[3]["response"]["tool_calls"][0]["function"]["name"] == "Finish"
