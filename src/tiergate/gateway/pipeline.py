@@ -84,7 +84,7 @@ class Gateway:
         planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
         self.lanes.reload(cfg, distributor)
         self.cfg = cfg
-        self.tokens = TokenTable(cfg.workspaces)
+        self.tokens = self.tokens.with_workspaces(cfg.workspaces)
         self.distributor = distributor
         self.planner = planner
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
