@@ -452,7 +452,7 @@ class Gateway:
             stream=ctx.req.stream,
             started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
-            attempts=1 if isinstance(err, UpstreamError) else 0,
+            **failures.attempt_fields(err),
         )
         self.planner.commits.spawn(
             ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=refusal.status))
