@@ -37,7 +37,7 @@ from tiergate.sim.app import SimSettings, create_sim_app
 
 T = TypeVar("T")
 
-TIER_ENV = ("SESSION_TIER_MODE", "SESSION_TIER_TTL_SECONDS")
+TIER_ENV = ("SESSION_TIER_MODE", "SESSION_TIER_TTL_SECONDS", "SESSION_TIER_LEASE_SECONDS")
 
 
 # Approvals the test config can serve: gpt-5-mini (tier 1) is what the

@@ -34,8 +34,11 @@ from tiergate.lanes import (
     TurnOutcome,
     migrate,
 )
+from tiergate.lanes.flow import renew
+from tiergate.lanes.operator import lane_refs, lane_views, release_lane
 
 TTL = 60
+LEASE = 10  # the in-flight lease, renewed by its holder; the lane lives TTL
 T0 = 1_900_000_000.0
 SESSION = "sess-SECRET-4711"
 PRINCIPAL = "principal-SECRET-ws1"
@@ -99,8 +102,29 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         await store.close()
 
 
-def tiers_on(store: LaneStore, clock: Clock, revision: str = "rev-1") -> SessionTiers:
-    return SessionTiers(SessionTierSettings(True, TTL), store, revision, clock=clock)
+OPENED: list[SessionTiers] = []
+
+
+@pytest.fixture(autouse=True)
+async def close_tiers() -> AsyncIterator[None]:
+    """Stop the lease renewals of every facade a test opened (a crash is simulated
+    by stopping one: `crash`)."""
+    yield
+    while OPENED:
+        await OPENED.pop().close()
+
+
+def tiers_on(
+    store: LaneStore, clock: Clock, revision: str = "rev-1", lease: int = TTL
+) -> SessionTiers:
+    tiers = SessionTiers(SessionTierSettings(True, TTL, lease), store, revision, clock=clock)
+    OPENED.append(tiers)
+    return tiers
+
+
+def crash(tiers: SessionTiers, prepared: PreparedTurn) -> None:
+    """The holder dies mid-turn: it stops renewing and never finalizes."""
+    tiers.renewals.stop(prepared.lease)
 
 
 def turn(
@@ -192,6 +216,8 @@ async def test_round_trip_keeps_every_field(make_store: StoreFactory) -> None:
         outstanding=("0" * 32, "1" * 32),
         lease_id="lease",
         lease_expires_at=T0 + 12.5,
+        completed_turn="t" * 32,
+        lease_owner="gw-host:4711:abcdef/req-1",
     )
     assert await store.swap(full.scope, None, full, T0)
     got = await store.load(full.scope, T0)
@@ -230,12 +256,86 @@ async def test_concurrent_requests_for_one_lane_one_wins(make_store: StoreFactor
 async def test_crashed_request_frees_the_lane_at_ttl(make_store: StoreFactory) -> None:
     clock = Clock()
     tiers = tiers_on(make_store(), clock)
-    await prepare(tiers)  # the holder crashes: never finalized
+    crash(tiers, await prepare(tiers))  # lease as long as the lane: the old behaviour
     clock.now = T0 + TTL - 0.5
     await expect_error(prepare(tiers), 409, "session_tier_busy")
     clock.now = T0 + TTL
     again = await prepare(tiers)
     assert again.new_binding  # the lane expired together with its lease
+
+
+async def test_a_crashed_holders_lease_lapses_and_the_binding_stays(
+    make_store: StoreFactory,
+) -> None:
+    """Issue #27: a holder killed mid-turn frees its lane within one lease lifetime
+    on every instance; the binding keeps its TTL, and the dead turn is ambiguous."""
+    clock = Clock()
+    store = make_store()
+    dead, survivor = tiers_on(store, clock, lease=LEASE), tiers_on(make_store(), clock, lease=LEASE)
+    first = await prepare(dead)
+    assert await dead.finalize(first, TurnOutcome(True, "azure-east/m1", ()))
+    clock.now += 1
+    held = await prepare(dead, messages=[user(), user("next")])
+    crash(dead, held)
+    record = await stored(store, held, clock.now)
+    assert record is not None and record.lease_expires_at == clock.now + LEASE
+    assert record.expires_at == clock.now + TTL
+    assert record.lease_owner == f"{dead.instance}/-"
+    clock.now += LEASE - 0.5
+    await expect_error(prepare(survivor), 409, "session_tier_busy")
+    clock.now += 0.5
+    m2 = turn(model="openai:m2", tier=2)
+    taken = await prepare(survivor, m2, [user(), user("next"), user("again")])
+    assert not taken.new_binding and taken.approval_deferred  # the binding survived
+    assert taken.approved_model == "openai:m1" and taken.candidates[0].route_id == "azure-east/m1"
+    record = await stored(store, taken, clock.now)
+    assert record is not None and record.lease_id == taken.lease.lease_id
+    assert record.tools_unknown and not record.last_turn_ok  # the dead turn is ambiguous
+    assert not await dead.finalize(held, TurnOutcome(True, "openai-main/m1", ()))  # too late
+
+
+async def test_a_renewed_lease_outlives_its_first_lifetime(make_store: StoreFactory) -> None:
+    clock = Clock()
+    store = make_store()
+    tiers, other = tiers_on(store, clock, lease=LEASE), tiers_on(make_store(), clock, lease=LEASE)
+    held = await prepare(tiers, principal="p-renew")
+    for _ in range(5):  # a turn five lease lifetimes long, renewed every few seconds
+        clock.now += LEASE - 1
+        assert await renew(store, held.lease, lease_seconds=LEASE, now=clock.now)
+        await expect_error(prepare(other, principal="p-renew"), 409, "session_tier_busy")
+    record = await stored(store, held, clock.now)
+    assert record is not None and record.lease_expires_at == clock.now + LEASE
+    assert await tiers.finalize(held, TurnOutcome(True, "openai-main/m1", ()))
+    # a finalized, lapsed or replaced lease is renewed no more: renewal ends
+    assert not await renew(store, held.lease, lease_seconds=LEASE, now=clock.now)
+    fresh = await prepare(other, principal="p-renew")
+    assert not await renew(store, held.lease, lease_seconds=LEASE, now=clock.now)
+    clock.now += LEASE
+    assert not await renew(store, fresh.lease, lease_seconds=LEASE, now=clock.now)
+
+
+async def test_an_operator_releases_a_held_lane_at_once(make_store: StoreFactory) -> None:
+    clock = Clock()
+    store = make_store()
+    tiers = tiers_on(store, clock, lease=LEASE)
+    held = await prepare(tiers, turn(lane="aux"))
+    (ref,) = lane_refs(PRINCIPAL, SESSION, lanes=("aux",), kinds=("managed",))
+    (view,) = await lane_views(store, lane_refs(PRINCIPAL, SESSION), clock.now)
+    assert view["lane"] == "aux" and view["leased"] and view["scope"] == ref.scope
+    assert view["lease_owner"] == f"{tiers.instance}/-"
+    released = await release_lane(store, ref, clock.now)
+    assert released is not None and released.was_leased and not released.forgot
+    assert released.lease_owner == f"{tiers.instance}/-"
+    again = await prepare(tiers, turn(lane="aux"))  # no wait for the lease to lapse
+    assert not again.new_binding
+    assert not await tiers.finalize(held, TurnOutcome(True))  # the old holder's turn is void
+    assert await tiers.finalize(again, TurnOutcome(True, "openai-main/m1", ()))
+    idle = await release_lane(store, ref, clock.now)  # nothing held: nothing changes
+    assert idle is not None and not idle.was_leased
+    forgot = await release_lane(store, ref, clock.now, forget=True)
+    assert forgot is not None and forgot.forgot
+    assert await release_lane(store, ref, clock.now) is None  # the binding is gone
+    assert await lane_views(store, [ref], clock.now) == []
 
 
 async def test_late_completion_cannot_overwrite_a_newer_lease(make_store: StoreFactory) -> None:

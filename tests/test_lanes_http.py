@@ -154,9 +154,12 @@ def observe(sim: Sim, g: Gateway) -> dict[str, Any]:
 
 
 def without_tier(body: dict[str, Any]) -> dict[str, Any]:
+    """The body minus the tier metadata of either shape (the roleplay shape's
+    top-level session_id included)."""
     body.pop("session_tier", None)
     routing = body.get("routing")
-    if isinstance(routing, dict):
+    if isinstance(routing, dict) and "session_tier" in routing:
+        body.pop("session_id", None)
         routing.pop("session_tier", None)
         if not routing:
             del body["routing"]
@@ -209,6 +212,8 @@ def test_off_is_byte_for_byte_the_gateway_without_the_feature(
         without_tier(json.loads(b)) for _, _, b in without_feature["upstream"]
     ]
     assert all(b"session_tier" not in b for _, _, b in seen["upstream"])
+    # the roleplay shape's raw session id never reaches the provider either (issue #28)
+    assert all(b"session_id" not in b and b'"o2"' not in b for _, _, b in seen["upstream"])
     assert seen["billed"] == without_feature["billed"]
     assert list(tmp_path.iterdir()) == []
     warnings = [r.getMessage() for r in caplog.records if r.name.startswith("tiergate.lanes")]

@@ -227,8 +227,11 @@ def test_disabled_feature_strips_the_metadata_unvalidated() -> None:
         cleaned, turn = tiers.extract(body)
         assert turn is None and "session_tier" not in cleaned
         assert "session_tier" not in (cleaned.get("routing") or {})
+        assert SECRET_SESSION not in json.dumps(cleaned)  # nor the roleplay session_id
         assert body == before  # the caller's dict is not modified
-        expected = {k: v for k, v in before.items() if k != "session_tier"}
+        public_shape = "session_tier" in (before.get("routing") or {})
+        dropped = {"session_tier", "session_id"} if public_shape else {"session_tier"}
+        expected = {k: v for k, v in before.items() if k not in dropped}
         routing = {k: v for k, v in (before.get("routing") or {}).items() if k != "session_tier"}
         expected.pop("routing", None)
         if routing:
@@ -236,6 +239,9 @@ def test_disabled_feature_strips_the_metadata_unvalidated() -> None:
         assert cleaned == expected
     plain = {"model": "auto:coding", "messages": []}
     assert tiers.extract(plain)[0] is plain
+    # a session_id without the roleplay shape is not tier metadata: left as sent
+    other = {"model": "auto:coding", "messages": [], "session_id": "kept"}
+    assert tiers.extract(other)[0] is other
 
 
 def test_enabled_facade_extracts() -> None:

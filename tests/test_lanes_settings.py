@@ -115,3 +115,26 @@ def test_malformed_config_values_disable_too(
     assert resolve({}, mode=mode, ttl=ttl) == SessionTierSettings(False, 1800)
     [warning] = warnings(caplog)
     assert "session_tiers." in warning.getMessage()
+
+
+def test_lease_seconds_default_config_and_environment() -> None:
+    """The in-flight lease (issue #27): 60 s by default, config or environment
+    (which wins), never longer than the lane TTL."""
+    on = {"SESSION_TIER_MODE": "sticky"}
+    assert resolve(on).lease_seconds == 60
+    got = SessionTierSettings.from_env_and_config(on, None, None, 5)
+    assert got == SessionTierSettings(True, 1800, 5)
+    env = {**on, "SESSION_TIER_LEASE_SECONDS": "7"}
+    assert SessionTierSettings.from_env_and_config(env, None, 30, "5").lease_seconds == 7
+    assert SessionTierSettings.from_env_and_config(on, None, 30, 90).lease == 30
+
+
+@pytest.mark.parametrize("lease", ["0", "-1", "1.5", "soon-secret", "86401"])
+def test_malformed_lease_disables_with_one_warning(
+    lease: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {"SESSION_TIER_MODE": "sticky", "SESSION_TIER_LEASE_SECONDS": lease}
+    assert resolve(env) == SessionTierSettings(False, 1800)
+    [warning] = warnings(caplog)
+    assert "SESSION_TIER_LEASE_SECONDS" in warning.getMessage()
+    assert "soon-secret" not in warning.getMessage()

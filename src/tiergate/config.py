@@ -289,6 +289,7 @@ class SessionTiersConfig(_Strict):
 
     mode: SessionTierMode = None  # off | sticky; env SESSION_TIER_MODE wins
     ttl_seconds: int | str | None = None  # 1-86400; env SESSION_TIER_TTL_SECONDS wins
+    lease_seconds: int | str | None = None  # in-flight lease, default 60; env wins
     backend: Literal["memory", "sqlite", "redis"] = "memory"
     sqlite_path: str = "tiergate-session-tiers.db"
 
@@ -506,7 +507,7 @@ def config_warnings(
     out: list[str] = []
     if session_tiers:
         tiers = cfg.session_tiers
-        _, lanes_warning = resolve_settings(env, tiers.mode, tiers.ttl_seconds)
+        _, lanes_warning = resolve_settings(env, tiers.mode, tiers.ttl_seconds, tiers.lease_seconds)
         if lanes_warning is not None:
             out.append(lanes_warning)
     for i, r in enumerate(cfg.routers):

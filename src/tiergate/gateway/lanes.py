@@ -35,7 +35,10 @@ from tiergate.routing.distributor import Distributor
 def make_session_tiers(cfg: GatewayConfig) -> SessionTiers:
     """Settings from config and environment (environment wins), the configured store."""
     settings = SessionTierSettings.from_env_and_config(
-        os.environ, cfg.session_tiers.mode, cfg.session_tiers.ttl_seconds
+        os.environ,
+        cfg.session_tiers.mode,
+        cfg.session_tiers.ttl_seconds,
+        cfg.session_tiers.lease_seconds,
     )
     store = None
     if settings.enabled:
@@ -98,6 +101,7 @@ class LaneGlue:
                 candidates,
                 admit=lambda c: self.distributor.is_live(c.route_id),
                 revision=self.revisions.get(turn.router),
+                request_id=str(plan.extras.get("request_id") or "") or None,
             )
         except SessionTierError as err:
             raise _gateway_error(err) from None

@@ -240,18 +240,28 @@ def plan_acquire(
     now: float,
     ttl: float,
     lease_id: str,
+    lease_seconds: float | None = None,
+    owner: str | None = None,
 ) -> AcquirePlan:
     """Take the lane's lease for this turn, or raise 409 busy / 503 route unavailable.
 
     An expired record or one from another policy revision is no binding at all
     (the lane is invalidated), but a lease in force holds whatever the revision:
     the request holding it is still running. Nothing is written when this raises.
+
+    The lease lives `lease_seconds` (default: the TTL) and its holder renews it;
+    the lane itself lives `ttl`. A lapsed lease (taken, never released, no longer
+    renewed: its holder died mid-turn) is taken over, and the dead turn counts as
+    an ambiguous one whose tool calls may have reached the client: no boundary
+    opens after it, and its tool state is unknown (as for a stream cut short).
     """
     base = current if current is not None and current.live(now) else None
     if base is not None and base.leased(now):
         raise busy()
     if base is not None and base.revision != revision:
         base = None
+    if base is not None and base.lapsed(now):
+        base = interrupted(base)
     requested = Approval(turn.approved_model, turn.approved_tier)
     changed = deferred = False
     if base is None:
@@ -283,8 +293,14 @@ def plan_acquire(
         approval, candidates, kind=turn.kind, actual_route=record.actual_route, admit=admit
     )
     outstanding = set(record.outstanding)
+    lease = ttl if lease_seconds is None else min(lease_seconds, ttl)
     return AcquirePlan(
-        record=record.evolve(expires_at=now + ttl, lease_id=lease_id, lease_expires_at=now + ttl),
+        record=record.evolve(
+            expires_at=now + ttl,
+            lease_id=lease_id,
+            lease_expires_at=now + lease,
+            lease_owner=owner,
+        ),
         approval=approval,
         candidates=tuple(ordered),
         new_binding=base is None,
@@ -292,6 +308,34 @@ def plan_acquire(
         approval_deferred=deferred,
         resolved=frozenset(h for h in facts.result_ids if h in outstanding),
     )
+
+
+def interrupted(record: LaneRecord) -> LaneRecord:
+    """The lane after its in-flight turn was cut off without a completion (the
+    holder died, or an operator released the lease): the binding stays, the lease
+    goes, and the turn is ambiguous. Tool calls may have reached the client, so
+    the tool state is unknown; no boundary opens until expiry or a new revision."""
+    return record.evolve(
+        lease_id=None,
+        lease_expires_at=None,
+        lease_owner=None,
+        last_turn_ok=False,
+        tools_unknown=True,
+        outstanding=(),
+    )
+
+
+def plan_renew(
+    current: LaneRecord | None, *, lease_id: str, now: float, lease_seconds: float
+) -> LaneRecord | None:
+    """The record with this request's lease extended, or None when the request no
+    longer holds it (released by an operator, lapsed, taken over, or finalized):
+    then the renewal stops and nothing is written. The lane lives at least as
+    long as the lease on it."""
+    if current is None or current.lease_id != lease_id or not current.leased(now):
+        return None
+    until = now + lease_seconds
+    return current.evolve(lease_expires_at=until, expires_at=max(current.expires_at, until))
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,6 +390,7 @@ def plan_finalize(
         outstanding=() if unknown else tuple(sorted(outstanding)),
         lease_id=None,
         lease_expires_at=None,
+        lease_owner=None,
         expires_at=now + ttl,
     )
     return FinalizePlan(applied=True, record=record)

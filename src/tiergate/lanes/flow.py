@@ -6,14 +6,19 @@
     await tiers.finalize(prepared, TurnOutcome(...))  # always, also on failure
 
 `prepare` holds the lane's lease for the whole request; a concurrent request
-for the lane gets 409 session_tier_busy. If the process dies in between, the
-lease simply expires with the lane TTL. Every store error becomes 503
-session_tier_storage_unavailable: storage failure is never a synthetic reply.
+for the lane gets 409 session_tier_busy. The lease is short (`lease_seconds`)
+and renewed in the background while the turn runs (lanes/renew.py), so if the
+process dies in between, the lease lapses within one lease lifetime and the
+next request takes the lane over; the binding itself keeps the lane TTL. Every
+store error becomes 503 session_tier_storage_unavailable: storage failure is
+never a synthetic reply.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -29,6 +34,7 @@ from tiergate.lanes.decide import (
     check_tool_limits,
     plan_acquire,
     plan_finalize,
+    plan_renew,
     request_facts,
 )
 from tiergate.lanes.errors import (
@@ -44,6 +50,7 @@ from tiergate.lanes.hashing import revision_hash, scope_hash
 from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier, strip_session_tier
 from tiergate.lanes.outage import OutageLog
 from tiergate.lanes.pending import PendingCompletions
+from tiergate.lanes.renew import LeaseRenewals
 from tiergate.lanes.settings import SessionTierSettings
 from tiergate.lanes.store_base import LaneStore
 
@@ -108,11 +115,14 @@ async def acquire(
     admit: Admit | None = None,
     outage: OutageLog | None = None,
     pending: PendingCompletions | None = None,
+    lease_seconds: float | None = None,
+    owner: str | None = None,
 ) -> PreparedTurn:
     """Take the lane's lease and decide the turn's approval and candidate order.
 
     Raises SessionTierError: 400 tool limit, 409 busy, 503 storage unavailable,
     capacity exhausted or approved route unavailable. `revision` is already hashed.
+    The lease lasts `lease_seconds` (default: `ttl`); `owner` names its holder.
 
     A swap whose reply was lost may still have been applied. The next read then
     finds this request's own lease and takes it (not a 409 against itself); if the
@@ -123,13 +133,14 @@ async def acquire(
     if store is None:
         raise storage_unavailable()
     facts = request_facts(messages, scope)
+    lease = ttl if lease_seconds is None else min(lease_seconds, ttl)
     tried: dict[str, AcquirePlan] = {}
     for _ in range(SWAP_ATTEMPTS):
         try:
             current = await store.load(scope, now)
             mine = tried.get(current.record.lease_id or "") if current is not None else None
             if mine is not None:
-                return _prepared(mine, scope, turn, facts, now + ttl)
+                return _prepared(mine, scope, turn, facts, now + lease)
             plan = plan_acquire(
                 current.record if current else None,
                 scope=scope,
@@ -141,6 +152,8 @@ async def acquire(
                 now=now,
                 ttl=ttl,
                 lease_id=uuid.uuid4().hex,
+                lease_seconds=lease,
+                owner=owner,
             )
             assert plan.record.lease_id is not None
             tried[plan.record.lease_id] = plan
@@ -150,14 +163,14 @@ async def acquire(
                 outage.failed("acquire", err)
             if pending is not None:
                 for lease_id in tried:
-                    _release_later(store, pending, scope, lease_id, now + ttl, ttl)
+                    _release_later(store, pending, scope, lease_id, now + lease, ttl)
             raise storage_unavailable() from None
         except CapacityExhausted:
             raise capacity_exhausted() from None
         if outage is not None:
             outage.succeeded()
         if swapped:
-            return _prepared(plan, scope, turn, facts, now + ttl)
+            return _prepared(plan, scope, turn, facts, now + lease)
     raise busy()
 
 
@@ -241,6 +254,43 @@ async def finalize(
     return False
 
 
+async def renew(
+    store: LaneStore | None,
+    lease: Lease,
+    *,
+    lease_seconds: float,
+    now: float,
+    outage: OutageLog | None = None,
+) -> bool:
+    """Extend a lease its request still holds. False: the request no longer holds
+    it (released by an operator, lapsed and taken over, or already finalized), so
+    renewing stops. A store error raises 503 session_tier_storage_unavailable."""
+    if store is None:
+        raise storage_unavailable()
+    for _ in range(SWAP_ATTEMPTS):
+        try:
+            current = await store.load(lease.scope, now)
+            record = plan_renew(
+                current.record if current else None,
+                lease_id=lease.lease_id,
+                now=now,
+                lease_seconds=lease_seconds,
+            )
+            if record is None:
+                return False
+            assert current is not None
+            swapped = await store.swap(lease.scope, current.etag, record, now)
+        except (StorageUnavailable, CapacityExhausted) as err:
+            if outage is not None:
+                outage.failed("renew", err)
+            raise _mapped(err) from None
+        if outage is not None:
+            outage.succeeded()
+        if swapped:
+            return True
+    return False
+
+
 async def release_on_failure(
     store: LaneStore | None, lease: Lease, *, ttl: float, now: float, tools_unknown: bool = False
 ) -> bool:
@@ -269,6 +319,8 @@ class SessionTiers:
         self._revision = revision_hash(revision)
         self.outage = OutageLog()
         self.pending = PendingCompletions(clock=clock)
+        self.instance = instance_id()
+        self.renewals = LeaseRenewals(self._renew, settings.lease, clock)
 
     @property
     def enabled(self) -> bool:
@@ -299,10 +351,13 @@ class SessionTiers:
         candidates: Sequence[RouteCandidate],
         admit: Admit | None = None,
         revision: str | None = None,
+        request_id: str | None = None,
     ) -> PreparedTurn:
         """`revision`: this lane's own policy revision (lanes/revision.py); without
-        it, the one set for every lane (`set_revision`)."""
-        return await acquire(
+        it, the one set for every lane (`set_revision`). The lease is renewed in the
+        background until `finalize`; `request_id` names it as its owner's."""
+        now = self.clock()
+        prepared = await acquire(
             self.store,
             scope=self.scope(principal, turn),
             turn=turn,
@@ -310,10 +365,25 @@ class SessionTiers:
             messages=messages,
             candidates=candidates,
             ttl=self.settings.ttl_seconds,
-            now=self.clock(),
+            now=now,
             admit=admit,
             outage=self.outage,
             pending=self.pending,
+            lease_seconds=self.settings.lease,
+            owner=f"{self.instance}/{request_id or '-'}",
+        )
+        # never renewed past the lane TTL from here: the ceiling a lease had before
+        # renewal, should a turn never be finalized
+        self.renewals.start(prepared.lease, until=now + self.settings.ttl_seconds)
+        return prepared
+
+    async def _renew(self, lease: Lease) -> bool:
+        return await renew(
+            self.store,
+            lease,
+            lease_seconds=self.settings.lease,
+            now=self.clock(),
+            outage=self.outage,
         )
 
     async def finalize(self, prepared: PreparedTurn, outcome: TurnOutcome) -> bool:
@@ -321,6 +391,7 @@ class SessionTiers:
         completion for a background retry (lanes/pending.py), so the lease is
         released as soon as the store answers again."""
         ttl = self.settings.ttl_seconds
+        self.renewals.stop(prepared.lease)
 
         async def attempt() -> bool:
             return await finalize(
@@ -331,9 +402,18 @@ class SessionTiers:
             return await attempt()
         except SessionTierError as err:
             if err.code == STORAGE_UNAVAILABLE and self.store is not None:
-                self.pending.add(attempt, prepared.lease.expires_at)
+                # renewed until a moment ago, so the lease may live one more lifetime
+                self.pending.add(attempt, self.clock() + self.settings.lease)
             raise
 
     async def close(self) -> None:
-        """Shutdown: a last try at the pending completions."""
+        """Shutdown: stop renewing, and a last try at the pending completions."""
+        await self.renewals.close()
         await self.pending.close()
+
+
+def instance_id() -> str:
+    """This gateway process, as lease owners name it: host, pid and a random tag
+    (a pid is reused after a restart; the tag tells the two processes apart)."""
+    host = socket.gethostname()[:64] or "host"
+    return f"{host}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

@@ -146,8 +146,11 @@ def extract_session_tier(
 
 
 def strip_session_tier(body: dict[str, Any]) -> dict[str, Any]:
-    """The body without `session_tier` and `routing.session_tier`, unvalidated: what
-    the feature does when it is off. Logged once per process, without values."""
+    """The body without the tier metadata, unvalidated: what the feature does when it
+    is off. Both shapes lose exactly what `extract_session_tier` takes out: managed
+    `session_tier`; public (roleplay) `routing.session_tier` and its top-level
+    `session_id`, the raw session id, which a provider would otherwise receive
+    (issue #28). Logged once per process, without values."""
     routing = body.get("routing")
     has_public = isinstance(routing, dict) and "session_tier" in routing
     if "session_tier" not in body and not has_public:
@@ -156,6 +159,7 @@ def strip_session_tier(body: dict[str, Any]) -> dict[str, Any]:
     cleaned.pop("session_tier", None)
     if has_public:
         assert isinstance(routing, dict)
+        cleaned.pop("session_id", None)
         rest = {k: v for k, v in routing.items() if k != "session_tier"}
         if rest:
             cleaned["routing"] = rest

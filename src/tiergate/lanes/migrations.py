@@ -34,6 +34,7 @@ SESSION_TIERS_DDL = (
         lease_id TEXT,
         lease_expires_at REAL,
         completed_turn TEXT,                 -- hash of the last completed user turn
+        lease_owner TEXT,                    -- "<instance>/<request id>" holding the lease
         etag TEXT NOT NULL                   -- compare-and-swap version tag
     )
     """,
@@ -42,7 +43,7 @@ SESSION_TIERS_DDL = (
 
 
 #: Columns added after the first release, for tables created before them.
-ADDED_COLUMNS = (("completed_turn", "TEXT"),)
+ADDED_COLUMNS = (("completed_turn", "TEXT"), ("lease_owner", "TEXT"))
 
 
 def sqlite_path(url_or_path: str) -> str:

@@ -2,7 +2,8 @@
 
 Fields are exactly the spec's list: hashed principal/session scope, lane,
 route identifiers (approved and actual), hashed policy revision, expiry, the
-completed-turn marker, hashed outstanding tool-call ids and the lease. There
+completed-turn marker, hashed outstanding tool-call ids and the lease (with its
+owner: the gateway instance and request id holding it, no client data). There
 is no field that could hold prompt, response, tool-argument or result text.
 """
 
@@ -29,8 +30,9 @@ class LaneRecord:
     tools_unknown: bool = False  # tool state unobservable: no boundary until expiry
     outstanding: tuple[str, ...] = ()  # tool_id_hash of calls still without a result
     lease_id: str | None = None  # the in-flight request holding the lane
-    lease_expires_at: float | None = None
+    lease_expires_at: float | None = None  # short, renewed by the holder while it runs
     completed_turn: str | None = None  # turn_hash of the last completed user turn
+    lease_owner: str | None = None  # "<instance>/<request id>" of the holder, for operators
 
     def live(self, now: float) -> bool:
         return self.expires_at > now
@@ -41,6 +43,11 @@ class LaneRecord:
             and self.lease_expires_at is not None
             and self.lease_expires_at > now
         )
+
+    def lapsed(self, now: float) -> bool:
+        """A lease was taken and never released, and its holder stopped renewing it:
+        the holder died (or lost the store) mid-turn."""
+        return self.lease_id is not None and not self.leased(now)
 
     def evolve(self, **changes: Any) -> LaneRecord:
         return replace(self, **changes)

@@ -1,4 +1,5 @@
-"""SESSION_TIER_MODE / SESSION_TIER_TTL_SECONDS: the feature switch and lane TTL.
+"""SESSION_TIER_MODE / SESSION_TIER_TTL_SECONDS / SESSION_TIER_LEASE_SECONDS: the
+feature switch, the lane TTL and the in-flight lease's lifetime.
 
 Rules (seeds/session-tiers.md): the feature is off by default; the environment
 wins over the config keys `session_tiers.mode` / `session_tiers.ttl_seconds`;
@@ -6,6 +7,10 @@ an empty setting is treated as unset, so the next layer (config, then the
 built-in default) applies; a malformed mode or TTL disables the feature and
 logs exactly one warning that names the setting but never echoes its value
 (a typo may carry a secret pasted into the wrong variable).
+
+The lease is short on purpose (issue #27): its holder renews it while the turn
+runs (lanes/renew.py), so a gateway killed mid-turn frees the lane within one
+lease lifetime instead of the 30-minute lane TTL. The lane's binding keeps the TTL.
 """
 
 from __future__ import annotations
@@ -19,10 +24,14 @@ log = logging.getLogger(__name__)
 
 ENV_MODE = "SESSION_TIER_MODE"
 ENV_TTL = "SESSION_TIER_TTL_SECONDS"
+ENV_LEASE = "SESSION_TIER_LEASE_SECONDS"
 CONFIG_MODE = "session_tiers.mode"
 CONFIG_TTL = "session_tiers.ttl_seconds"
+CONFIG_LEASE = "session_tiers.lease_seconds"
 
 DEFAULT_TTL_SECONDS = 1800
+#: A dead holder's lease lapses within this long; the holder renews it every third.
+DEFAULT_LEASE_SECONDS = 60
 MIN_TTL_SECONDS = 1
 MAX_TTL_SECONDS = 86400
 MODES = ("off", "sticky")
@@ -34,10 +43,17 @@ _TTL_RE = re.compile(r"[0-9]{1,10}", re.ASCII)
 
 @dataclass(frozen=True, slots=True)
 class SessionTierSettings:
-    """Whether sticky session tiers are on, and the idle TTL of a lane (and lease)."""
+    """Whether sticky session tiers are on, the idle TTL of a lane, and the lifetime
+    of an in-flight lease between renewals."""
 
     enabled: bool = False
     ttl_seconds: int = DEFAULT_TTL_SECONDS
+    lease_seconds: int = DEFAULT_LEASE_SECONDS
+
+    @property
+    def lease(self) -> int:
+        """The lease's lifetime: never longer than the lane it is a lease on."""
+        return min(self.lease_seconds, self.ttl_seconds)
 
     @classmethod
     def from_env_and_config(
@@ -45,21 +61,23 @@ class SessionTierSettings:
         env: Mapping[str, str],
         mode: object = None,
         ttl: object = None,
+        lease: object = None,
     ) -> SessionTierSettings:
-        """Resolve the settings; `mode`/`ttl` are the raw config values (None = unset).
+        """Resolve the settings; `mode`/`ttl`/`lease` are the raw config values
+        (None = unset).
 
         Config values are accepted raw (str or int) so a malformed config value
         disables the feature with the same single warning as a malformed
         environment value, instead of failing differently per source.
         """
-        settings, warning = resolve_settings(env, mode, ttl)
+        settings, warning = resolve_settings(env, mode, ttl, lease)
         if warning is not None:
             log.warning("%s", warning)
         return settings
 
 
 def resolve_settings(
-    env: Mapping[str, str], mode: object = None, ttl: object = None
+    env: Mapping[str, str], mode: object = None, ttl: object = None, lease: object = None
 ) -> tuple[SessionTierSettings, str | None]:
     """The settings and the warning that disabled them, if any (pure).
 
@@ -68,6 +86,7 @@ def resolve_settings(
     """
     mode_source, mode_value = _pick(env.get(ENV_MODE), ENV_MODE, mode, CONFIG_MODE)
     ttl_source, ttl_value = _pick(env.get(ENV_TTL), ENV_TTL, ttl, CONFIG_TTL)
+    lease_source, lease_value = _pick(env.get(ENV_LEASE), ENV_LEASE, lease, CONFIG_LEASE)
 
     malformed: list[str] = []
     enabled = False
@@ -83,15 +102,23 @@ def resolve_settings(
             malformed.append(ttl_source)
         else:
             ttl_seconds = parsed
+    lease_seconds = DEFAULT_LEASE_SECONDS
+    if lease_value is not None:
+        parsed = _parse_ttl(lease_value)
+        if parsed is None:
+            malformed.append(lease_source)
+        else:
+            lease_seconds = parsed
 
     if malformed:
         # Names the settings only: never the offending value.
         warning = (
             f"session tiers disabled: malformed {' and '.join(malformed)} (mode must be off"
-            f" or sticky; TTL must be ASCII digits, {MIN_TTL_SECONDS}-{MAX_TTL_SECONDS} seconds)"
+            f" or sticky; TTL and lease must be ASCII digits, {MIN_TTL_SECONDS}-{MAX_TTL_SECONDS}"
+            " seconds)"
         )
         return SessionTierSettings(enabled=False, ttl_seconds=DEFAULT_TTL_SECONDS), warning
-    return SessionTierSettings(enabled=enabled, ttl_seconds=ttl_seconds), None
+    return SessionTierSettings(enabled, ttl_seconds, lease_seconds), None
 
 
 def _pick(

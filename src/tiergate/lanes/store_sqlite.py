@@ -27,11 +27,11 @@ T = TypeVar("T")
 _COLUMNS = (
     "scope, lane, approved_model, approved_tier, actual_route, revision, expires_at, "
     "generation, completed_user_turns, last_turn_ok, tools_unknown, outstanding, "
-    "lease_id, lease_expires_at, completed_turn"
+    "lease_id, lease_expires_at, completed_turn, lease_owner"
 )
 _UPSERT = (
     f"INSERT OR REPLACE INTO session_tiers ({_COLUMNS}, etag) "
-    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 
@@ -52,6 +52,7 @@ def _row(record: LaneRecord) -> tuple[Any, ...]:
         record.lease_id,
         record.lease_expires_at,
         record.completed_turn,
+        record.lease_owner,
     )
 
 
@@ -72,6 +73,7 @@ def _record(row: tuple[Any, ...]) -> LaneRecord:
         lease_id=row[12],
         lease_expires_at=row[13],
         completed_turn=row[14],
+        lease_owner=row[15],
     )
 
 
