@@ -50,6 +50,7 @@ IMPORT_FORMATS = (
     "opencode",
     "autocoderover",
     "moatless",
+    "terminal-bench",
     "openai",
 )
 
