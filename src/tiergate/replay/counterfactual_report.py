@@ -107,3 +107,40 @@ def plot(doc: dict[str, Any], path: str | Path) -> Path:
     fig.savefig(out, dpi=90)
     plt.close(fig)
     return out
+
+
+#: The operator's guide to `tiergate replay counterfactual`, the last section of the
+#: generated docs/replay.md (tiergate.replay.report keeps it on every regeneration).
+GUIDE = (
+    "## Counterfactual value on your own logs",
+    "",
+    "Escalation is worth its price when the strong turns rescue sessions the base model was "
+    "losing. `tiergate replay counterfactual` measures that on logged sessions (DESIGN.md, "
+    '"Counterfactual escalation value"): each session needs its outcome **r** and the strong '
+    "model's odds **p** on its task; a policy earns `q = r + (1 - r) * p * s / n` per session "
+    "(s of its n turns served strong) and scores `PGR = (Q - Q_base) / (Q_strong - Q_base)`, "
+    "reported per framework beside random escalation, the length rule and the oracle at the "
+    "same strong-turn share, with instance-clustered 95 % intervals.",
+    "",
+    "```",
+    "tiergate replay import LOGS/ --out sessions.jsonl",
+    "tiergate replay counterfactual --corpus sessions.jsonl --outcomes ci.csv \\",
+    "    --odds odds.csv --odds-column frontier_solve_rate --json cf.json --plot cf.svg",
+    "```",
+    "",
+    "- **Outcomes** (`--outcomes`, else each session's `resolved` field): a CSV, JSON or JSONL "
+    "keyed by session id or by the session's `source.key` (an instance, a ticket, a branch). "
+    "Any pass/fail your team already records works: the CI run on the agent's branch "
+    "(`pass`/`fail`), whether its pull request was merged (`merged`/`closed`), a benchmark's "
+    "`true`/`false` or `1`/`0`. A session with no outcome is left out and counted.",
+    "- **Odds** (`--odds`, else each session's `strong_odds`): p per task in [0, 1], keyed the "
+    "same way; e.g. how often the strong model passed CI on that kind of task, or a benchmark's "
+    "solve rate among frontier systems. Do not take p from the session's own outcome.",
+    "- `--by framework|protocol|run|all` picks the groups; each group is replayed as its own "
+    "workspace, so the share caps meet only its traffic. `--policy` picks the engines "
+    "(default `escalation escalation-uncapped escalation-lexical`).",
+    "- Columns: strong turns (cost axis), PGR, the three baselines at the same share, the "
+    "lower 95 % bound of PGR minus the better of random and the length rule, waste (resolved "
+    "sessions escalated anyway) and escalations cut off partway (strong served fewer turns "
+    "than from its first strong turn to the end: a cap or flapping interrupted it).",
+)
