@@ -134,3 +134,18 @@ def test_nothing_to_score_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixt
     code = main(["replay", "counterfactual", "--no-progress", "--corpus", str(path)])
     assert code == 1
     assert "no session has both an outcome and odds" in capsys.readouterr().err
+
+
+def test_split_scores_subsets_of_one_replay(
+    corpus_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--split archetype`: the subsets' sessions add up to the group, the share too."""
+    argv = ("--corpus", str(corpus_file), "--policy", "escalation", "--resamples", "0")
+    code, _, doc = _run(tmp_path, capsys, *argv, "--by", "all", "--split", "archetype")
+    assert code == 0
+    whole = doc["groups"]["all"]["policies"]["escalation"]
+    parts = [g["policies"]["escalation"] for k, g in doc["groups"].items() if k != "all"]
+    assert len(parts) >= 3 and all(k.startswith("all / ") for k in doc["groups"] if k != "all")
+    assert sum(p["sessions"] for p in parts) == whole["sessions"] == 36
+    strong = sum(p["strong_share"] * p["turns"] for p in parts)
+    assert strong == pytest.approx(whole["strong_share"] * whole["turns"])

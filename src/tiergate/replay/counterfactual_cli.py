@@ -64,9 +64,15 @@ def add_counterfactual_parser(
     cf.add_argument(
         "--by",
         default="framework",
-        choices=("framework", "protocol", "run", "all"),
+        choices=("framework", "protocol", "run", "archetype", "all"),
         help="report (and replay) per source.framework (default), protocol, "
-        "run (session-id prefix) or all together",
+        "run (session-id prefix), archetype or all together",
+    )
+    cf.add_argument(
+        "--split",
+        choices=("framework", "protocol", "run", "archetype"),
+        help="also score each group's sessions per this key (e.g. archetype: labelled "
+        "vs unlabelled tasks), replayed with the whole group",
     )
     cf.add_argument(
         "--resamples", type=int, default=1000, metavar="N", help="bootstrap resamples (1000)"

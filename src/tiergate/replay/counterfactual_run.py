@@ -22,7 +22,7 @@ from typing import Any
 from tiergate.replay.counterfactual import DEFAULT_RESAMPLES, SessionValue, curves, score
 from tiergate.replay.harness import RunResult
 
-GROUPINGS = ("framework", "protocol", "run", "all")
+GROUPINGS = ("framework", "protocol", "run", "archetype", "all")
 _TRUE = {"1", "true", "yes", "y", "pass", "passed", "resolved", "merged", "success", "ok"}
 _FALSE = {"0", "false", "no", "n", "fail", "failed", "unresolved", "closed", "failure", "error"}
 
@@ -60,10 +60,12 @@ def instance_of(doc: Mapping[str, Any]) -> str:
 
 
 def group_of(doc: Mapping[str, Any], by: str) -> str:
-    """The group a session is reported under: its framework, protocol or run."""
+    """The group a session is reported under: its framework, protocol, run or archetype."""
     source = doc.get("source") or {}
     if by == "all":
         return "all"
+    if by == "archetype":
+        return str(doc.get("archetype") or "unlabelled")
     if by == "run":
         sid = str(doc["session_id"])
         return sid.split("/", 1)[0] if "/" in sid else "(none)"
@@ -143,8 +145,12 @@ def evaluate(
     resamples: int = DEFAULT_RESAMPLES,
     seed: int = 0,
     progress: Callable[[int], None] | None = None,
+    split: str | None = None,
 ) -> dict[str, Any]:
-    """Replay every group under every policy and score it; the JSON the CLI writes."""
+    """Replay every group under every policy and score it; the JSON the CLI writes.
+
+    With `split`, each replayed group is also scored per subset (`group / key`):
+    the replay, and so the caps, still see the whole group's traffic."""
     from tiergate.replay import experiments as ex
     from tiergate.replay.costmodel import CostModel
     from tiergate.replay.harness import run_policy
@@ -156,18 +162,25 @@ def evaluate(
     result: dict[str, Any] = {
         "definition": "q = r + (1 - r) * p * s / n; PGR = (Q - Q_base) / (Q_strong - Q_base)",
         "group_by": by,
+        "split": split,
         "resamples": resamples,
         "groups": {},
     }
     for name, docs in sorted(groups.items()):
         prep = prepare(docs, f"counterfactual/{name}", progress)
-        per_policy: dict[str, Any] = {}
-        values: list[SessionValue] = []
+        part = {str(d["session_id"]): group_of(d, split) if split else None for d in docs}
+        scored: dict[str, dict[str, Any]] = {}
+        subsets: dict[str, list[SessionValue]] = {}
         for policy in ex.policy_list(list(policies)):
             run = asyncio.run(run_policy(prep.facts, policy, CostModel(), progress=progress))
             values = session_values(run, joined)
-            per_policy[policy.name] = score(values, resamples, seed)
-        result["groups"][name] = {"policies": per_policy, "curves": curves(values)}
+            subsets = {name: values}
+            for v in values if split else ():
+                subsets.setdefault(f"{name} / {part[v.session_id]}", []).append(v)
+            for key, subset in subsets.items():
+                scored.setdefault(key, {})[policy.name] = score(subset, resamples, seed)
+        for key, subset in subsets.items():
+            result["groups"][key] = {"policies": scored[key], "curves": curves(subset)}
     return result
 
 
@@ -221,7 +234,9 @@ def run_command(args: Any, progress_bar: Any, show_progress: bool) -> int:
         return 1
     turns = sum(len(d["turns"]) for d in joined.sessions)
     with progress_bar(turns * (1 + len(args.policy)), show_progress, "counterfactual") as bar:
-        doc = evaluate(joined, args.policy, args.by, args.resamples, args.seed_bootstrap, bar)
+        doc = evaluate(
+            joined, args.policy, args.by, args.resamples, args.seed_bootstrap, bar, args.split
+        )
     doc["corpus"] = str(args.corpus)
     doc["dropped"] = {"no_outcome": joined.no_outcome, "no_odds": joined.no_odds}
     print(render(doc))
