@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db, tracing
+from tiergate import db, memtrace, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.codex_models import codex_catalog
@@ -294,9 +294,12 @@ def create_app(
         keys.start()
         recorder.start()
         prober.start()
+        tracer = memtrace.start_from_env()  # debug aid, off unless TIERGATE_MEMTRACE is set
         try:
             yield
         finally:
+            if tracer is not None:
+                tracer.stop()
             await prober.close()
             await keys.close()
             await sync.close()
