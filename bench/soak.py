@@ -166,7 +166,12 @@ class Stack:
             self.urls.append(f"http://127.0.0.1:{port}")
             args = ["serve", "--config", str(path), "--port", str(port)]
             args += ["--spool", str(self.tmp / f"spool-{i}.jsonl")]
-            self._spawn(f"gw{i}", args, {"SESSION_TIER_MODE": "sticky"})
+            env = {"SESSION_TIER_MODE": "sticky"}
+            if self.opts.memtrace:  # tracemalloc growth report per gateway (memtrace.py)
+                Path(self.opts.memtrace).mkdir(parents=True, exist_ok=True)
+                env["TIERGATE_MEMTRACE"] = str(Path(self.opts.memtrace) / f"gw{i}.txt")
+                env["TIERGATE_MEMTRACE_SECONDS"] = str(self.opts.memtrace_seconds)
+            self._spawn(f"gw{i}", args, env)
         for name, url in [("sim", f"{self.sim_url}/_sim/health")] + [
             (f"gw{i}", f"{u}/readyz") for i, u in enumerate(self.urls)
         ]:
@@ -323,6 +328,15 @@ def parse_args(argv: list[str] | None = None) -> Options:
         help="an existing database to CREATE/DROP the soak database from",
     )
     p.add_argument("--out", help="write the full report as JSON here")
+    p.add_argument(
+        "--memtrace",
+        metavar="DIR",
+        help="debug: run each gateway under tracemalloc and write its growing allocation "
+        "sites to DIR/gw<i>.txt (src/tiergate/memtrace.py); slows the gateways",
+    )
+    p.add_argument(
+        "--memtrace-seconds", type=float, default=d.memtrace_seconds, help="snapshot interval"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     a = p.parse_args(argv)
     if not (0 < a.minutes <= 24 * 60 and 0 < a.rate <= 500 and 1 <= a.sessions <= 1000):
@@ -341,6 +355,8 @@ def parse_args(argv: list[str] | None = None) -> Options:
         redis_url=a.redis_url,
         postgres_url=a.postgres_url,
         out=a.out,
+        memtrace=a.memtrace,
+        memtrace_seconds=a.memtrace_seconds,
         progress=not a.no_progress,
     )
 

@@ -22,6 +22,7 @@ import aiohttp
 import orjson
 from tqdm import tqdm
 
+import soak_wire
 from soak_sessions import Step, new_session
 
 TOKEN = "tg-soak-token"
@@ -43,6 +44,8 @@ class Options:
     redis_url: str = "redis://127.0.0.1:6379/0"
     postgres_url: str = "postgresql://postgres@127.0.0.1:5432/test"
     out: str | None = None
+    memtrace: str | None = None  # a directory: tracemalloc reports per gateway
+    memtrace_seconds: float = 60.0
     progress: bool = True
 
 
@@ -59,6 +62,7 @@ class Result:
     row_expected: bool
     request_id: str | None
     tier: str | None
+    wire: str = soak_wire.CHAT
 
 
 class Pacer:
@@ -99,14 +103,21 @@ class Answer:
 
 
 async def send(http: aiohttp.ClientSession, url: str, step: Step) -> Answer:
-    """One request, read to the end (a stream to its [DONE])."""
-    headers = {"authorization": f"Bearer {TOKEN}", **step.headers}
+    """One request in the step's wire format, read to the end (a stream to its last
+    event), its answer as one Chat Completions assistant message."""
+    wire = step.wire
+    headers = {**step.headers}
+    if wire == soak_wire.ANTHROPIC:  # as the Anthropic SDK sends it
+        headers |= {"x-api-key": TOKEN, "anthropic-version": "2023-06-01"}
+    else:
+        headers["authorization"] = f"Bearer {TOKEN}"
+    body = soak_wire.render(wire, step.body)
     try:
-        async with http.post(f"{url}/v1/chat/completions", json=step.body, headers=headers) as r:
+        async with http.post(f"{url}{soak_wire.PATHS[wire]}", json=body, headers=headers) as r:
             hdrs = {k.lower(): v for k, v in r.headers.items()}
             ans = Answer(r.status, request_id=hdrs.get("x-orca-request-id"), headers=hdrs)
             if r.status != 200:
-                code = (orjson.loads(await r.read()).get("error") or {}).get("code")
+                code = soak_wire.error_code(wire, orjson.loads(await r.read()))
                 # pipeline.py writes a usage row for every authenticated request,
                 # served, failed upstream or refused (only a 401 has no row)
                 ans.upstream = code == "upstream_error"
@@ -114,11 +125,11 @@ async def send(http: aiohttp.ClientSession, url: str, step: Step) -> Answer:
                 ans.error = f"http_{r.status}:{code}"
                 return ans
             ans.row_expected = True
-            if step.body.get("stream"):
-                ans.message, ans.error = await _read_stream(r)
+            if body.get("stream"):
+                ans.message, ans.error = await _read_stream(r, wire)
                 ans.upstream = ans.error == "stream_error"
             else:
-                ans.message = orjson.loads(await r.read())["choices"][0]["message"]
+                ans.message = _whole(wire, orjson.loads(await r.read()))
             return ans
     except TimeoutError:
         return Answer(0, "timeout")
@@ -126,7 +137,34 @@ async def send(http: aiohttp.ClientSession, url: str, step: Step) -> Answer:
         return Answer(0, f"client:{type(exc).__name__}")
 
 
-async def _read_stream(r: aiohttp.ClientResponse) -> tuple[dict[str, Any], str | None]:
+def _whole(wire: str, answer: dict[str, Any]) -> dict[str, Any]:
+    if wire == soak_wire.ANTHROPIC:
+        return soak_wire.anthropic_message(answer)
+    if wire == soak_wire.RESPONSES:
+        return soak_wire.responses_message(answer["output"])
+    msg: dict[str, Any] = answer["choices"][0]["message"]
+    return msg
+
+
+async def _read_stream(r: aiohttp.ClientResponse, wire: str) -> tuple[dict[str, Any], str | None]:
+    if wire == soak_wire.CHAT:
+        return await _read_chat_stream(r)
+    fold = (
+        soak_wire.AnthropicStream() if wire == soak_wire.ANTHROPIC else soak_wire.ResponsesStream()
+    )
+    async for raw in r.content:
+        line = raw.strip()
+        if not line.startswith(b"data:"):
+            continue
+        fold.feed(orjson.loads(line[5:].strip()))
+        if fold.error:
+            return {}, "stream_error"
+        if fold.done:
+            return fold.message(), None
+    return {}, "stream_truncated"
+
+
+async def _read_chat_stream(r: aiohttp.ClientResponse) -> tuple[dict[str, Any], str | None]:
     """Accumulate an OpenAI SSE stream into one assistant message."""
     text: list[str] = []
     calls: dict[int, dict[str, Any]] = {}
@@ -207,6 +245,7 @@ class Load:
                     row_expected=ans.row_expected,
                     request_id=ans.request_id,
                     tier=ans.headers.get("x-orca-session-tier"),
+                    wire=step.wire,
                 )
             )
             if self.bar is not None:

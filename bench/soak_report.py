@@ -165,6 +165,18 @@ def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
             "achieved_rate": len(res) / seconds,
             "streamed": sum(r.stream for r in res),
             "by_kind": dict(Counter(r.kind for r in res)),
+            # per wire format: requests, streamed, tool turns, errors (soak_wire.py)
+            "by_wire": {
+                w: {
+                    "sent": sum(r.wire == w for r in res),
+                    "streamed": sum(r.wire == w and r.stream for r in res),
+                    "tool_result": sum(
+                        r.wire == w and r.kind.endswith(":tool_result") for r in res
+                    ),
+                    "errors": sum(r.wire == w and r.error is not None for r in res),
+                }
+                for w in sorted({r.wire for r in res})
+            },
             "by_instance": dict(Counter(f"gw{r.instance}" for r in res)),
             "tier_headers": dict(Counter(r.tier for r in res if r.tier)),
         },

@@ -19,6 +19,8 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from soak_wire import ANTHROPIC, CHAT, RESPONSES
+
 STRONG = "anthropic/claude-sonnet-4-5"
 BASE = "openai/gpt-5-mini"
 APPROVALS = [("openai:gpt-5-mini", 1), ("openai:gpt-5", 3), ("anthropic:claude-sonnet-4-5", 3)]
@@ -35,6 +37,9 @@ TIER_HEADERS = {
     "base; reason=denied:session_cap",
     "base; reason=denied:share_cap",
 }
+
+WIRE_SHARES = (0.5, 0.3, 0.2)
+"""Shares of sessions sent as Chat Completions, Anthropic Messages and Responses."""
 
 SYSTEMS = [
     f"You are coding agent #{n} working in a large monorepo. "
@@ -98,6 +103,7 @@ class Step:
     expect_tools: bool = False
     expect_model: str | None = None  # the model that must answer (lanes, direct)
     asked_strong: bool = False
+    wire: str = CHAT  # the client wire format it is sent in (soak_wire.py)
 
 
 @dataclass
@@ -112,6 +118,7 @@ class AgentSession:
     approval: tuple[str, int] = APPROVALS[0]
     turns_sent: int = 0
     alive: bool = True
+    wire: str = CHAT  # chat | anthropic | responses, for the whole session
 
     # ---- what to send next -------------------------------------------------------
 
@@ -179,7 +186,7 @@ class AgentSession:
         self.turns_sent += 1
         stream = self.rng.random() < 0.3
         body: dict[str, Any] = {"messages": list(self.messages), "stream": stream}
-        if stream and self.rng.random() < 0.5:
+        if stream and self.wire == CHAT and self.rng.random() < 0.5:
             body["stream_options"] = {"include_usage": True}
         expect_model = None
         if self.mode == "direct":
@@ -207,6 +214,7 @@ class AgentSession:
             expect_tools=expect_tools,
             expect_model=expect_model,
             asked_strong="X-OrcaRouter-Tier" in headers or "X-OrcaRouter-Escalate" in headers,
+            wire=self.wire,
         )
 
     # ---- what a correct answer looks like ----------------------------------------
@@ -291,7 +299,10 @@ def new_session(rng: random.Random, worker: int) -> AgentSession:
         plan.insert(rng.randrange(1, len(plan)), "switch")
     else:
         plan = ["text"] * rng.randrange(2, 7)
-    session = AgentSession(mode, sid, rng, plan)
+    # the client's wire format: Chat Completions, Anthropic Messages, or Responses
+    w = rng.random()
+    wire = CHAT if w < WIRE_SHARES[0] else ANTHROPIC if w < sum(WIRE_SHARES[:2]) else RESPONSES
+    session = AgentSession(mode, sid, rng, plan, wire=wire)
     session.messages.append({"role": "system", "content": rng.choice(SYSTEMS)})
     if mode == "lane":
         session.lane = rng.choice(["main", "delegation", "aux"])

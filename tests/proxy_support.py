@@ -23,8 +23,9 @@ class ProxyLog:
 class ForwardProxy:
     """`async with ForwardProxy() as p:` listens on 127.0.0.1 and forwards bytes."""
 
-    def __init__(self, *, require_auth: str | None = None) -> None:
+    def __init__(self, *, require_auth: str | None = None, refuse: int | None = None) -> None:
         self.require_auth = require_auth
+        self.refuse = refuse  # answer every request with this status (a policy refusal)
         self.log = ProxyLog()
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -50,6 +51,10 @@ class ForwardProxy:
             headers = {k.lower(): v.strip() for k, v in (x.split(":", 1) for x in lines[1:-2])}
             self.log.request_lines.append(lines[0])
             self.log.authorizations.append(headers.get("proxy-authorization"))
+            if self.refuse is not None:
+                writer.write(b"HTTP/1.1 %d Forbidden\r\n\r\n" % self.refuse)
+                await writer.drain()
+                return
             if self.require_auth and headers.get("proxy-authorization") != self.require_auth:
                 writer.write(b"HTTP/1.1 407 Proxy Authentication Required\r\n\r\n")
                 await writer.drain()

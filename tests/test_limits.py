@@ -37,17 +37,15 @@ async def test_rate_limit_per_minute_with_retry_after() -> None:
 async def test_budget_refuses_after_spend_until_next_day() -> None:
     clock = Clock(1_800_000_000.0)
     lim = Limiter(MemoryStore(), clock)
-    limits = WorkspaceLimits(budget_usd_per_day=0.01)
-    await lim.admit("ws", limits)
-    await lim.charge("ws", limits, 0.006)
-    await lim.admit("ws", limits)
-    await lim.charge("ws", limits, 0.006)
+    scope = [("ws", WorkspaceLimits(budget_usd_per_day=0.01), "workspace")]
+    await lim.settle(await lim.reserve(scope, 0.001), 0.006)
+    await lim.settle(await lim.reserve(scope, 0.001), 0.006)
     with pytest.raises(GatewayError) as err:
-        await lim.admit("ws", limits)
+        await lim.reserve(scope, 0.001)
     assert err.value.code == "budget_exceeded"
     assert 0 < int(err.value.headers["retry-after"]) <= 86400  # type: ignore[index]
     clock.t += 86400
-    await lim.admit("ws", limits)
+    await lim.reserve(scope, 0.001)
 
 
 async def test_limits_hold_across_instances_sharing_redis(redis_store: RedisStore) -> None:
@@ -75,7 +73,7 @@ async def test_limits_fail_open_when_the_store_is_down() -> None:
     limits = WorkspaceLimits(rate_limit_rpm=1, budget_usd_per_day=0.0)
     for _ in range(3):
         await lim.admit("ws", limits)
-    await lim.charge("ws", limits, 1.0)
+        await lim.settle(await lim.reserve([("ws", limits, "workspace")], 1.0), 1.0)
 
 
 def test_retry_after_never_zero() -> None:

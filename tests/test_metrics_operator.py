@@ -88,7 +88,9 @@ def test_in_flight_counts_a_request_until_it_is_answered(gw: ServerThread) -> No
     assert value(scrape(gw.url, None), "tiergate_requests_in_flight") == base
 
 
-def test_key_health_shows_a_key_cooling_down(sim: ServerThread, gw: ServerThread) -> None:
+def test_key_health_shows_a_failure_and_a_key_cooling_down(
+    sim: ServerThread, gw: ServerThread
+) -> None:
     keys = [{"channel": "oa", "key_index": str(i)} for i in range(3)]
     samples = scrape(gw.url, None)
     assert [value(samples, "tiergate_upstream_key_healthy", **k) for k in keys] == [1, 1, 1]
@@ -98,10 +100,18 @@ def test_key_health_shows_a_key_cooling_down(sim: ServerThread, gw: ServerThread
         assert chat(gw, "metrics-health").status_code == 200  # retried on another key
     finally:
         httpx.delete(f"{sim.url}/_sim/faults")
-    samples = scrape(gw.url, None)  # the failed key cools down (5 s in this config)
-    assert sum(value(samples, "tiergate_upstream_key_healthy", **k) for k in keys) == 2
+    samples = scrape(gw.url, None)  # one 500 is counted, but is no outlier: still healthy
+    assert sum(value(samples, "tiergate_upstream_key_healthy", **k) for k in keys) == 3
     failures = [value(samples, "tiergate_upstream_key_consecutive_failures", **k) for k in keys]
     assert sorted(failures) == [0, 0, 1]
+    fault = {"kind": "status", "status": 429, "count": 1, "model": "gpt-5-mini"}
+    httpx.post(f"{sim.url}/_sim/faults", json={**fault, "retry_after": 30}).raise_for_status()
+    try:
+        assert chat(gw, "metrics-health-429").status_code == 200
+    finally:
+        httpx.delete(f"{sim.url}/_sim/faults")
+    samples = scrape(gw.url, None)  # a rate limit cools its key for the Retry-After
+    assert sum(value(samples, "tiergate_upstream_key_healthy", **k) for k in keys) == 2
 
 
 def test_process_metrics_are_exported(gw: ServerThread) -> None:

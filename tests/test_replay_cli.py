@@ -58,6 +58,7 @@ def test_help_everywhere(capsys: pytest.CaptureFixture[str]) -> None:
         ["replay", "--help"],
         ["replay", "export", "--help"],
         ["replay", "report", "--help"],
+        ["replay", "counterfactual", "--help"],
     ):
         with pytest.raises(SystemExit) as exit_:
             main(argv)
@@ -109,6 +110,7 @@ def test_report_only_some_experiments(tmp_path: Path) -> None:
     md = (out / "replay.md").read_text()
     assert "## 4. Adversarial cap run" in md and "## 6. Escalation latency" in md
     assert "## 3. Threshold sweep" not in md and "## 7. End to end" not in md
+    assert "## Counterfactual value on your own logs" in md  # the operator's guide stays
     assert sorted(p.name for p in (out / "figures").glob("*.png")) == [
         "replay-adversarial.png",
         "replay-latency.png",

@@ -351,6 +351,7 @@ def test_folder_detection_and_unknown_files(tmp_path: Path) -> None:
         CODEX.name: "codex",
         "conversation_round_0.json": "autocoderover",
         "trajectory.json": "moatless",
+        "agent.log": "terminal-bench",
         "requests.jsonl": "openai",
     }
     stray = tmp_path / "notes.txt"

@@ -81,7 +81,8 @@ def test_stored_versions_hold_no_literal_secret(
             assert admin.get("/config").status_code == 200
             assert chat(gw).status_code == 200
         text = stored_documents(url)
-        assert "${TG_TEST_ANTHROPIC_KEY}" in text and "redacted:sha256:" in text
+        assert "${TG_TEST_ANTHROPIC_KEY}" in text and "redacted:hmac:" in text
+        assert "redacted:sha256:" not in text  # keyed digests only (issue #27)
         for secret in [*SECRETS, added]:
             assert secret not in text
         # a restart from the same file restores its own literals and keeps serving

@@ -4,7 +4,8 @@
 
 Skipped unless TIERGATE_SOAK_SECONDS is set, so the normal suite stays fast. Runs the
 documented command as a subprocess (its own processes, loopback only) and checks the
-targets it reports, and that the traffic really was the promised mix.
+targets it reports, and that the traffic really was the promised mix, in all three
+client wire formats (Chat Completions, Anthropic Messages, Responses).
 """
 
 from __future__ import annotations
@@ -78,3 +79,9 @@ def test_soak_two_instances_on_redis_and_postgres(
     for reason in ("explicit", "difficulty", "strikes"):
         assert tiers.get(f"strong; reason={reason}", 0) > 0, tiers
     assert report["errors"]["faults_fired_upstream"] > 0
+    # every client wire format, streamed and not, with tool turns (bench/soak_wire.py)
+    wires = requests["by_wire"]
+    assert set(wires) == {"chat", "anthropic", "responses"}, wires
+    for wire, seen in wires.items():
+        assert seen["streamed"] > 0 and seen["sent"] > seen["streamed"], wire
+        assert seen["tool_result"] > 0 and seen["errors"] == 0, wire

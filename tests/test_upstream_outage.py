@@ -64,7 +64,18 @@ def test_provider_down_is_upstream_unavailable_with_rows_and_log_lines(
     raw = gateway_config(
         sim.url,
         database={"url": f"sqlite:///{db}"},
-        server={"cooldown_seconds": 30, "max_attempts": 3, "request_timeout_seconds": 2},
+        server={
+            "cooldown_seconds": 30,
+            "max_attempts": 3,
+            "request_timeout_seconds": 2,
+            # eject on the first failure, even the last key: the old one-strike cooldown
+            # (the default never takes a model's last key out: tests/test_provider_blip.py)
+            "outlier": {
+                "consecutive_failures": 1,
+                "max_ejection_percent": 100,
+                "base_ejection_seconds": 30,
+            },
+        },
         routers=[
             {
                 "name": "coding",

@@ -5,6 +5,7 @@ proxy and TLS server on loopback."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from pathlib import Path
 
@@ -187,3 +188,46 @@ def test_the_gateway_reads_the_proxy_from_its_environment() -> None:
             assert proxy.log.request_lines == [f"POST {sim.url}/v1/chat/completions HTTP/1.1"]
 
     asyncio.run(with_proxy())
+
+
+def test_a_refused_proxy_is_named_in_the_log_and_the_attempts_are_counted(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue #28: a proxy's 403 logged only `ConnectError`, the 502 said "after
+    retries" after one attempt, and the access log line had `channel: null`."""
+    raw = gateway_config("http://127.0.0.1:9", server={"max_attempts": 3})
+    raw["channels"][0]["base_url"] = "https://api.openai.example/v1"  # only via the proxy
+    raw["channels"][0]["keys"] = ["sk-only"]
+
+    async def scenario() -> tuple[httpx.Response, str]:
+        async with ForwardProxy(refuse=403) as proxy:
+            proxy_url = proxy.url.replace("http://", "http://puser:ppass@")
+            app = create_app(parse_config(raw), env={"HTTPS_PROXY": proxy_url})
+            with ServerThread(app) as gw:
+                r = await asyncio.to_thread(
+                    httpx.post,
+                    f"{gw.url}/v1/chat/completions",
+                    headers={"authorization": f"Bearer {TOKEN}"},
+                    json={
+                        "model": "openai/gpt-5-mini",
+                        "messages": [{"role": "user", "content": "x"}],
+                    },
+                    timeout=10,
+                )
+            return r, proxy.url.removeprefix("http://")
+
+    caplog.set_level(logging.INFO)
+    r, address = asyncio.run(scenario())
+    assert r.status_code == 502
+    message = r.json()["error"]["message"]
+    assert "1 attempt" in message and "retries" not in message and "proxy" in message
+    assert address not in r.text  # the proxy's address is the operator's, not the client's
+    (failed,) = [rec for rec in caplog.records if rec.getMessage() == "upstream proxy failed"]
+    assert failed.levelno == logging.WARNING
+    assert (failed.proxy, failed.proxy_status) == (address, 403)  # type: ignore[attr-defined]
+    assert "403" in failed.provider_message  # type: ignore[attr-defined]
+    assert (failed.channel, failed.attempts) == ("oa", 1)  # type: ignore[attr-defined]
+    logged = " ".join(str(v) for rec in caplog.records for v in vars(rec).values())
+    assert "ppass" not in logged and "puser" not in logged
+    (line,) = [rec for rec in caplog.records if rec.name == "tiergate.access"]
+    assert (line.channel, line.key_index, line.status) == ("oa", 0, 502)  # type: ignore[attr-defined]

@@ -20,6 +20,12 @@ from tiergate.config import parse_config
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.limits import seconds_to_next_month
 from tiergate.sim.app import create_sim_app
+from tiergate.virtual_keys_store import (
+    MemoryKeyRepository,
+    VirtualKey,
+    VirtualKeys,
+    token_digest,
+)
 
 
 @pytest.fixture(scope="module")
@@ -55,36 +61,32 @@ def until(cond: Any, timeout: float = 5.0) -> None:
 # ---- pure ---------------------------------------------------------------------------------
 
 
-def test_a_key_authenticates_as_its_workspace_with_its_own_limits() -> None:
-    digest = "ab" * 32
+async def test_a_key_authenticates_as_its_workspace_with_its_own_limits() -> None:
     cfg = parse_config(
-        {
-            "workspaces": [
-                {
-                    "name": "team",
-                    "tokens": ["tg-yaml-token"],
-                    "rate_limit_rpm": 100,
-                    "virtual_keys": [
-                        {"id": "vk_" + "1" * 16, "sha256": digest, "budget_usd_per_month": 5},
-                        {"id": "vk_" + "2" * 16, "sha256": "cd" * 32, "revoked": 1.0},
-                    ],
-                }
-            ]
-        }
+        {"workspaces": [{"name": "team", "tokens": ["tg-yaml-token"], "rate_limit_rpm": 100}]}
     )
-    table = TokenTable(cfg.workspaces)
+    secret = b"k" * 32
+    keys = VirtualKeys(MemoryKeyRepository(), secret)
+    for i, revoked in ((1, None), (2, 1.0)):
+        token = f"tgk-test-{i}"
+        await keys.create(
+            VirtualKey(
+                id=f"vk_{i}" + "0" * 15,
+                workspace="team",
+                token_hash=token_digest(secret, token),
+                budget_usd_per_month=5,
+                revoked=revoked,
+            )
+        )
+    table = TokenTable(cfg.workspaces, keys)
     yaml_ws = table.lookup("tg-yaml-token")
     assert yaml_ws is not None and yaml_ws.key_id is None  # the YAML list keeps working
-    assert len(table) == 2  # the revoked key is not in the table
-    with pytest.raises(Exception, match="duplicate virtual key id"):
-        parse_config(
-            {
-                "workspaces": [
-                    {"name": "a", "virtual_keys": [{"id": "vk_" + "1" * 16, "sha256": digest}]},
-                    {"name": "b", "virtual_keys": [{"id": "vk_" + "1" * 16, "sha256": "ef" * 32}]},
-                ]
-            }
-        )
+    ws = table.lookup("tgk-test-1")
+    assert ws is not None and ws.name == "team" and ws.key_id == "vk_1" + "0" * 15
+    assert ws.limits.rate_limit_rpm == 100 and ws.key_limits.budget_usd_per_month == 5
+    assert table.lookup("tgk-test-2") is None  # revoked
+    # a config reload keeps the live keys
+    assert table.with_workspaces(cfg.workspaces).lookup("tgk-test-1") is not None
 
 
 def test_the_month_resets_on_the_first() -> None:

@@ -16,7 +16,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db, tracing
+from tiergate import db, memtrace, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.codex_models import codex_catalog
@@ -48,7 +48,15 @@ from tiergate.providers.http import UpstreamHTTP
 from tiergate.providers.network import UpstreamNetwork
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
+from tiergate.server_secret import ServerSecret, resolve_secret
 from tiergate.state import StateStore, make_store
+from tiergate.state_upgrade import SecretMismatch, from_document, upgrade
+from tiergate.virtual_keys_store import (
+    KeyRepository,
+    MemoryKeyRepository,
+    SqlKeyRepository,
+    VirtualKeys,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,35 @@ class AppState:
     store: StateStore
     extras: dict[str, Any] = field(default_factory=dict)
     config_sync: ConfigSync | None = None
+
+
+async def start_stored_state(
+    engine: Any,
+    secret: ServerSecret,
+    repo: KeyRepository,
+    keys: VirtualKeys,
+    seed: Mapping[str, Any],
+) -> None:
+    """Upgrade an older release's rows, import keys a YAML declares, load the keys.
+    A wrong server secret stops start-up; an unreachable database does not."""
+    try:
+        if engine is not None and isinstance(repo, SqlKeyRepository):
+            await upgrade(engine, secret, repo)
+        declared = [
+            from_document(str(ws.get("name")), vk, secret.key)
+            for ws in seed.get("workspaces") or []
+            if isinstance(ws, dict)
+            for vk in ws.get("virtual_keys") or []
+            if isinstance(vk, dict) and "id" in vk and "sha256" in vk
+        ]
+        if declared:
+            await repo.import_keys(declared)
+        await keys.refresh()
+    except SecretMismatch as err:
+        log.error("%s", err)
+        raise
+    except Exception as err:  # noqa: BLE001 - the key follower retries every poll
+        log.warning("virtual keys not loaded at start-up", extra={"error": type(err).__name__})
 
 
 def create_app(
@@ -93,9 +130,13 @@ def create_app(
     recorder = Recorder(engine, spool_path, prepare=db.ensure_schema)
     store = make_store(cfg.state)
     tiers = make_session_tiers(cfg)
+    # where state lives (docs/operator.md): keys in their own table, digests keyed
+    secret = resolve_secret(env, cfg.database.url)
+    key_repo = SqlKeyRepository(engine) if engine is not None else MemoryKeyRepository()
+    keys = VirtualKeys(key_repo, secret.key)
     gateway = Gateway(
         cfg,
-        TokenTable(cfg.workspaces),
+        TokenTable(cfg.workspaces, keys),
         distributor,
         make_providers(http),
         Planner(cfg, distributor, store, recorder),
@@ -112,7 +153,7 @@ def create_app(
 
     seed = source_document(cfg)
     repo: ConfigRepository = (
-        SecretsAtRest.for_seed(SqlConfigRepository(engine), seed)
+        SecretsAtRest.for_seed(SqlConfigRepository(engine), seed, secret.key)
         if engine is not None
         else MemoryConfigRepository()
     )
@@ -123,6 +164,7 @@ def create_app(
         apply_config,
         poll_seconds=cfg.server.config_poll_seconds,
         env=env,
+        hash_key=secret.key,
     )
     state.config_sync = sync
     admin = AdminContext(
@@ -243,17 +285,23 @@ def create_app(
                 recorder.schema_ready = True
                 if applied:
                     log.info("database migrated", extra={"applied": applied})
+        await start_stored_state(engine, secret, key_repo, keys, seed)
         try:
             await sync.bootstrap()  # file-versus-database precedence (config_store)
         except Exception as err:  # noqa: BLE001 - the poll retries; the file config serves
             log.warning("stored config not loaded at start-up", extra={"error": type(err).__name__})
         sync.start()
+        keys.start()
         recorder.start()
         prober.start()
+        tracer = memtrace.start_from_env()  # debug aid, off unless TIERGATE_MEMTRACE is set
         try:
             yield
         finally:
+            if tracer is not None:
+                tracer.stop()
             await prober.close()
+            await keys.close()
             await sync.close()
             await gateway.drain()
             await tiers.close()  # a last try at completions the lane store missed

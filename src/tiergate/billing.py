@@ -57,3 +57,13 @@ def uncached_cost(usage: Usage, model: ModelConfig) -> float:
     return _PER_TOKEN * (
         usage.input_tokens * model.price.input + usage.output_tokens * model.price.output
     )
+
+
+def worst_case_cost(
+    model: ModelConfig, channel_type: str, prompt_tokens: int, output_tokens: int
+) -> float:
+    """The most a request of this size can cost on this channel: every prompt token
+    at the dearer of the input and cache-write prices (no cache read), every
+    allowed output token at the output price. What a budget reservation holds."""
+    p_in, _, p_write, p_out = unit_prices(model, channel_type)
+    return _PER_TOKEN * (prompt_tokens * max(p_in, p_write) + output_tokens * p_out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import logging
 import os
 import socket
@@ -44,6 +45,43 @@ def free_port(host: str = "127.0.0.1") -> int:
         return int(s.getsockname()[1])
 
 
+class PortBusy(Exception):
+    """The gateway's port could not be bound; the message is the one line shown."""
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """The gateway's listening socket, bound before anything else starts, so a
+    process that cannot serve writes nothing shared (docs/operator.md)."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as err:
+        raise PortBusy(f"tiergate: cannot listen on {host}:{port}: {err.strerror or err}") from err
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise PortBusy(
+                f"tiergate: port {port} on {host} is already in use (another tiergate "
+                "or program listens there); stop it or pass --port N"
+            ) from err
+        raise PortBusy(f"tiergate: cannot listen on {host}:{port}: {err.strerror}") from err
+    sock.set_inheritable(True)
+    return sock
+
+
+def demo_database(env: dict[str, str], port: int) -> dict[str, str]:
+    """Demo mode's database: one file per port, so a second demo in the same
+    folder never rewrites a running one's config (TIERGATE_DATABASE_URL wins)."""
+    if env.get("TIERGATE_DATABASE_URL"):
+        return env
+    return {**env, "TIERGATE_DATABASE_URL": f"sqlite:///tiergate-demo-{port}.db"}
+
+
 def _print_problems(source: str, err: ConfigError) -> None:
     print(f"{source}: {len(err.problems)} problem(s):", file=sys.stderr)
     for p in err.problems:
@@ -62,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     sim_server = None
     banner = None
+    listener: socket.socket | None = None
     try:
         if args.config:
             cfg: GatewayConfig = load_config(args.config)
@@ -75,12 +114,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
         else:
             from tiergate.sim.app import create_sim_app
 
+            demo_host = args.host or "127.0.0.1"
+            demo_port = args.port or 4000
+            listener = bind_listener(demo_host, demo_port)  # before the demo's database
             sim_port = free_port()
             sim_url = f"http://127.0.0.1:{sim_port}"
             token = env.get("TIERGATE_TOKEN") or new_token()
             # the dashboard needs an admin token: demo mode makes one, so it works at once
             admin_token = env.get("TIERGATE_ADMIN_TOKEN") or new_token("tga-")
-            cfg = auto_config(env, sim_url=sim_url, token=token, admin_token=admin_token)
+            cfg = auto_config(
+                demo_database(env, demo_port), sim_url=sim_url, token=token, admin_token=admin_token
+            )
             sim_server = uvicorn.Server(
                 uvicorn.Config(
                     create_sim_app(),
@@ -107,10 +151,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except ConfigError as err:
         _print_problems(args.config or "environment", err)
         return 2
+    except PortBusy as err:
+        print(err, file=sys.stderr)
+        return 1
     for w in config_warnings(cfg, env, session_tiers=False):  # lanes log their own
         logging.getLogger("tiergate.config").warning("%s", w)
     host = args.host or cfg.server.host
     port = args.port or cfg.server.port
+    if listener is None:
+        try:
+            listener = bind_listener(host, port)
+        except PortBusy as err:
+            print(err, file=sys.stderr)
+            return 1
     server = uvicorn.Server(
         uvicorn.Config(
             create_app(cfg, spool_path=args.spool),
@@ -128,7 +181,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         sim_task = asyncio.create_task(sim_server.serve()) if sim_server is not None else None
         while sim_server is not None and not sim_server.started:
             await asyncio.sleep(0.01)
-        gw_task = asyncio.create_task(server.serve())
+        gw_task = asyncio.create_task(server.serve(sockets=[listener]))
         while not server.started and not gw_task.done():
             await asyncio.sleep(0.01)
         if server.started:  # announce only once the gateway really listens

@@ -86,6 +86,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class OutlierConfig(_Strict):
+    """Outlier detection of upstream keys (routing/outlier.py, docs/reliability.md):
+    a 5xx, timeout or connection failure ejects a key only on evidence, never more
+    than max_ejection_percent of a model's keys, and a trial request brings it back."""
+
+    consecutive_failures: int = Field(5, ge=0)  # failures in a row that eject; 0 = off
+    failure_rate_percent: float = Field(50.0, ge=0, le=100)  # in the window; 0 = off
+    failure_rate_min_requests: int = Field(10, ge=1)
+    window_seconds: float = Field(10.0, gt=0)
+    base_ejection_seconds: float = Field(5.0, ge=0)  # x times ejected, up to the max
+    max_ejection_seconds: float = Field(300.0, ge=0)
+    max_ejection_percent: float = Field(50.0, ge=0, le=100)  # 100 = even the last key
+
+
 class ServerConfig(_Strict):
     host: str = "127.0.0.1"
     port: int = Field(4000, ge=1, le=65535)
@@ -99,6 +113,7 @@ class ServerConfig(_Strict):
     # back-off up to key_probe_max_seconds; 0 = never probe (operator re-enables)
     key_probe_seconds: float = Field(30.0, ge=0)
     key_probe_max_seconds: float = Field(1800.0, gt=0)
+    outlier: OutlierConfig = Field(default_factory=OutlierConfig)
     admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
     metrics_token: str | None = None  # unset = /metrics needs no token
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
@@ -213,6 +228,9 @@ class EscalationConfig(_Strict):
     # requests: the report's basis ("296 of 1,439 requests served strong"); spend
     # for operators who budget money rather than traffic (docs/escalation.md)
     share_cap_basis: Literal["requests", "spend"] = "requests"
+    # at the cap: admit refuses NEW escalations by a forecast and never cuts an escalated
+    # session off; suppress serves every strong request base (the report's literal rule)
+    share_cap_mode: Literal["admit", "suppress"] = "suppress"
     share_window_days: int = Field(2, ge=1, le=7)
     share_warmup_requests: int = Field(20, ge=0)
     strike_threshold: int = Field(2, ge=1)

@@ -20,10 +20,14 @@ a valid way to seed the config.
   they always come from the instance's own file, never from the database.
 
 Start-up precedence: the file is the *seed*; its hash covers the shared
-sections. A seed never stored before is newer than the database (the operator
-edited the file): it is stored as a new version and wins. A seed stored before
-(the same file restarting, or an older file during a rolling deploy) is older:
-the newest stored version wins, so admin changes survive restarts.
+sections. A seed stored before (the same file restarting, or an older file
+during a rolling deploy) is older: the newest stored version wins, so admin
+changes survive restarts. A seed never stored before (the operator edited the
+file) is merged over the newest stored version, object by object
+(tiergate.config_merge): what the edit changed wins, what the admin API made
+or edited is kept. The seed row keeps the file's own document in
+`change["seed_document"]`, the base of the next merge. Virtual keys are not
+part of the config at all (tiergate.virtual_keys_store).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import asyncio
 import contextlib
 import copy
 import hashlib
+import hmac
 import logging
 import time
 from collections.abc import Callable, Mapping
@@ -45,6 +50,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tiergate import metrics
 from tiergate.config import ConfigError, GatewayConfig, parse_config
+from tiergate.config_merge import merge_seed
 from tiergate.db import config_versions_table
 from tiergate.state.base import StateStore, StateUnavailable, Write
 
@@ -58,6 +64,10 @@ LOCAL_SECTIONS = ("server", "state", "database")
 DB_CHECK_EVERY = 10
 #: Attempts when another instance commits a version between our read and write.
 CHANGE_RETRIES = 5
+
+#: `change` entries never shown in history: key references, and a seed row's
+#: own file document (redacted at rest like every document).
+PRIVATE_CHANGE = ("reenable_keys", "seed_document")
 
 T = TypeVar("T")
 KeyRef = tuple[str, str]  # (channel name, key fingerprint)
@@ -84,7 +94,7 @@ class ConfigVersion:
             "ts": self.ts,
             "source": self.source,
             "actor": self.actor,
-            "change": {k: v for k, v in self.change.items() if k != "reenable_keys"},
+            "change": {k: v for k, v in self.change.items() if k not in PRIVATE_CHANGE},
         }
 
 
@@ -96,8 +106,20 @@ class ConfigBusy(Exception):
 
 
 def shared_document(doc: Mapping[str, Any]) -> dict[str, Any]:
-    """The part of a config document every instance shares."""
-    return {k: copy.deepcopy(v) for k, v in doc.items() if k not in LOCAL_SECTIONS}
+    """The part of a config document every instance shares. Virtual keys a
+    document may still carry (an older release kept them here) are not config:
+    they are imported into their own table at start-up."""
+    out = {k: copy.deepcopy(v) for k, v in doc.items() if k not in LOCAL_SECTIONS}
+    for ws in out.get("workspaces") or []:
+        if isinstance(ws, dict):
+            ws.pop("virtual_keys", None)
+    return out
+
+
+def seed_document(row: ConfigVersion) -> dict[str, Any]:
+    """The file a seed row was stored from (older rows: their whole document)."""
+    raw = row.change.get("seed_document")
+    return dict(raw) if isinstance(raw, dict) else row.document
 
 
 def effective_document(shared: Mapping[str, Any], seed: Mapping[str, Any]) -> dict[str, Any]:
@@ -111,6 +133,15 @@ def seed_hash(doc: Mapping[str, Any]) -> str:
     """Identity of a seed's shared sections (key order and local sections ignored)."""
     blob = orjson.dumps(shared_document(doc), option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(blob).hexdigest()
+
+
+def keyed_seed_hash(key: bytes | None, plain: str) -> str:
+    """A seed hash as stored: keyed with the server secret, because the seed holds
+    literal tokens and a plain digest of it would let a database reader test
+    guesses of them (tiergate.server_secret). Also how older rows are migrated."""
+    if key is None:
+        return plain
+    return hmac.new(key, bytes.fromhex(plain), hashlib.sha256).hexdigest()
 
 
 def reenabled_keys(rows: list[ConfigVersion]) -> frozenset[KeyRef]:
@@ -138,6 +169,10 @@ class ConfigRepository(Protocol):
 
     async def has_seed(self, seed_hash: str) -> bool: ...
 
+    async def latest_seed(self) -> ConfigVersion | None:
+        """The newest row stored from a file."""
+        ...
+
     async def insert(self, row: ConfigVersion) -> bool:
         """False when the version number is already taken (a concurrent writer)."""
         ...
@@ -164,6 +199,9 @@ class MemoryConfigRepository:
 
     async def has_seed(self, seed_hash: str) -> bool:
         return any(r.source == "seed" and r.seed_hash == seed_hash for r in self.rows)
+
+    async def latest_seed(self) -> ConfigVersion | None:
+        return next((r for r in reversed(self.rows) if r.source == "seed"), None)
 
     async def insert(self, row: ConfigVersion) -> bool:
         if self.rows and self.rows[-1].version >= row.version:
@@ -222,6 +260,17 @@ class SqlConfigRepository:
         async with self.engine.connect() as conn:
             return (await conn.execute(q)).first() is not None
 
+    async def latest_seed(self) -> ConfigVersion | None:
+        q = (
+            select(self.t)
+            .where(self.t.c.source == "seed")
+            .order_by(self.t.c.version.desc())
+            .limit(1)
+        )
+        async with self.engine.connect() as conn:
+            r = (await conn.execute(q)).first()
+        return self._row(r) if r is not None else None
+
     async def insert(self, row: ConfigVersion) -> bool:
         values = {
             "version": row.version,
@@ -266,8 +315,10 @@ class ConfigSync:
         poll_seconds: float = 1.0,
         env: dict[str, str] | None = None,
         clock: Callable[[], float] = time.time,
+        hash_key: bytes | None = None,
     ) -> None:
         self.repo = repo
+        self.hash_key = hash_key
         self.store = store
         self.seed = copy.deepcopy(dict(seed))
         self.apply = apply
@@ -283,6 +334,9 @@ class ConfigSync:
         self._polls = 0
         self._failed_version: int | None = None
         self._poll_failing = False
+
+    def seed_hash(self, doc: Mapping[str, Any]) -> str:
+        return keyed_seed_hash(self.hash_key, seed_hash(doc))
 
     def parse(self, shared: Mapping[str, Any]) -> GatewayConfig:
         """Validate a shared document as this instance would run it."""
@@ -300,20 +354,41 @@ class ConfigSync:
 
     async def _bootstrap_once(self) -> bool:
         latest = await self.repo.latest()
-        sh = seed_hash(self.seed)
+        sh = self.seed_hash(self.seed)
         if latest is None or not await self.repo.has_seed(sh):
+            own = shared_document(self.seed)
+            document = own
+            if latest is not None:  # an edited file: merged, admin-made objects kept
+                previous = await self.repo.latest_seed()
+                base = seed_document(previous) if previous is not None else {}
+                document = merge_seed(latest.document, base, own)
+                try:
+                    self.parse(document)
+                except ConfigError as err:
+                    log.error(
+                        "the edited config file conflicts with objects made through the "
+                        "admin API; not stored, keeping version %d: %s",
+                        latest.version,
+                        "; ".join(err.problems),
+                    )
+                    if not self._switch_to(latest, frozenset()):
+                        self.version = 0  # keep the seed running; the poll retries
+                    return True
             row = ConfigVersion(
                 version=(latest.version if latest else 0) + 1,
                 ts=self.clock(),
                 source="seed",
                 seed_hash=sh,
-                document=shared_document(self.seed),
-                change={"op": "seed"},
+                document=document,
+                change={"op": "seed", "seed_document": own},
             )
             if not await self.repo.insert(row):
                 return False  # another instance stored a version meanwhile: re-read
             log.info("config seeded from file as version %d", row.version)
-            self._set_live(row)  # the app already runs the seed
+            if document == self.document:
+                self._set_live(row)  # the app already runs the seed
+            elif not self._switch_to(row, frozenset()):
+                self.version = 0
             await self.publish(row.version)
             return True
         if latest.document != self.document:
@@ -458,7 +533,7 @@ class ConfigSync:
                     version=(latest.version if latest is not None else self.version or 0) + 1,
                     ts=self.clock(),
                     source="admin",
-                    seed_hash=latest.seed_hash if latest is not None else seed_hash(self.seed),
+                    seed_hash=latest.seed_hash if latest is not None else self.seed_hash(self.seed),
                     document=doc,
                     actor=actor,
                     change=change,

@@ -92,6 +92,36 @@ config_versions_table = Table(
     Column("document", JSON, nullable=False),
 )
 
+#: Virtual keys, apart from the config document so that no YAML seed can delete
+#: them (tiergate.virtual_keys_store). `token_hash` is HMAC-SHA256 under the
+#: server secret of the token's SHA-256 (tiergate.server_secret), never the token;
+#: `seq` is the keys counter value of the row's last write.
+virtual_keys_table = Table(
+    "virtual_keys",
+    metadata,
+    Column("id", String(32), primary_key=True),
+    Column("workspace", String(128), nullable=False),
+    Column("name", String(128), nullable=False, default=""),
+    Column("token_hash", String(64), nullable=False, unique=True),
+    Column("prefix", String(16), nullable=False, default=""),
+    Column("created", Float, nullable=False),
+    Column("revoked", Float),
+    Column("rate_limit_rpm", Integer),
+    Column("budget_usd_per_day", Float),
+    Column("budget_usd_per_month", Float),
+    Column("seq", BigInteger, nullable=False, index=True),
+)
+
+#: Small named values: the virtual keys counter every instance polls, and the
+#: server secret's check value (a mismatch is reported at start-up).
+meta_table = Table(
+    "tiergate_meta",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", String(200)),
+    Column("counter", BigInteger, nullable=False, default=0),
+)
+
 #: Operator verdicts on shadow escalation decisions (audit_events kind "shadow").
 shadow_labels_table = Table(
     "shadow_labels",

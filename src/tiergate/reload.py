@@ -2,7 +2,8 @@
 
 A new config builds a new Distributor, but the runtime health of keys that
 survive the change must carry over: a key cooling down after a 429 is still
-rate limited, and a key disabled after a 401/403 stays disabled "until an
+rate limited, a key ejected by outlier detection (its `outlier` state) stays
+ejected until its trial succeeds, and a key disabled after a 401/403 stays disabled "until an
 operator re-enables it" or a background probe finds it answering again
 (routing.distributor). A key survives when the same
 channel name still lists the same key string, at any index, so removing or
@@ -18,6 +19,7 @@ from tiergate.config import GatewayConfig
 from tiergate.core.upstream import ChannelState, KeyState
 from tiergate.routing.affinity import key_fingerprint
 from tiergate.routing.distributor import Distributor
+from tiergate.routing.outlier import Health
 
 
 def _auth_disabled(ch: ChannelState, index: int) -> bool:
@@ -54,6 +56,7 @@ def rebuild_distributor(
                 blocked = False
                 state.cooldown_until = 0.0
                 state.consecutive_failures = 0
+                state.outlier = Health()
                 state.probe_backoff = 0.0
             state.enabled = j not in ch.config.disabled_keys and not blocked
             ch.keys[j] = state

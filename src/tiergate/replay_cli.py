@@ -5,6 +5,7 @@
     tiergate replay export [--seed N] [--out FILE.jsonl]
     tiergate replay report [--corpus FILE.jsonl] [--out DIR] [--no-e2e] [--state URL]
     tiergate replay import [--format NAME] PATH... [--out FILE.jsonl] [--labels FILE ...]
+    tiergate replay counterfactual --corpus FILE.jsonl [--outcomes FILE] [--odds FILE] ...
 
 Only argument parsing lives here, with no heavy imports, so every other
 `tiergate` command starts as fast as before; the commands themselves are in
@@ -49,6 +50,7 @@ IMPORT_FORMATS = (
     "opencode",
     "autocoderover",
     "moatless",
+    "terminal-bench",
     "openai",
 )
 
@@ -163,6 +165,9 @@ def add_replay_parser(subparsers: Any) -> None:
     rep.set_defaults(func=_lazy("cmd_report"))
     _add_import(sub)
     _add_explain(sub)
+    from tiergate.replay.counterfactual_cli import add_counterfactual_parser
+
+    add_counterfactual_parser(sub, _lazy("cmd_counterfactual"), POLICY_NAMES + SCORER_POLICY_NAMES)
 
 
 def _add_import(sub: Any) -> None:

@@ -17,7 +17,6 @@ from starlette.responses import Response
 
 from tiergate.api.admin_common import AdminContext, invalid, json_response, not_found
 from tiergate.api.admin_stats import BUCKETS, MAX_POINTS, _bucket_expr, _window
-from tiergate.config import GatewayConfig
 from tiergate.db import usage_table
 
 _DAY = 86400.0
@@ -32,19 +31,19 @@ SUMS = (
 )
 
 
-def key_summary(cfg: GatewayConfig, key_id: str) -> dict[str, Any] | None:
-    """The key's public fields (never its hash), or None if no workspace has it."""
-    for w in cfg.workspaces:
-        for vk in w.virtual_keys:
-            if vk.id == key_id:
-                return {
-                    "id": vk.id,
-                    "workspace": w.name,
-                    "name": vk.name,
-                    "prefix": vk.prefix,
-                    "active": vk.revoked is None,
-                }
-    return None
+def key_summary(ctx: AdminContext, key_id: str) -> dict[str, Any] | None:
+    """The key's public fields (never its hash), or None if no such key exists."""
+    keys = ctx.state.gateway.tokens.keys
+    vk = keys.by_id.get(key_id) if keys is not None else None
+    if vk is None:
+        return None
+    return {
+        "id": vk.id,
+        "workspace": vk.workspace,
+        "name": vk.name,
+        "prefix": vk.prefix,
+        "active": vk.revoked is None,
+    }
 
 
 def totals(points: list[dict[str, Any]]) -> dict[str, Any]:
@@ -61,7 +60,7 @@ def totals(points: list[dict[str, Any]]) -> dict[str, Any]:
 async def key_usage(ctx: AdminContext, request: Request) -> Response:
     """GET /admin/api/virtual-keys/{id}/usage?since=&until=&bucket=day|hour|minute
     (default: the last 30 days by UTC day)."""
-    key = key_summary(ctx.cfg, request.path_params["id"])
+    key = key_summary(ctx, request.path_params["id"])
     if key is None:
         raise not_found(f"virtual key {request.path_params['id']!r}")
     since, until = _window(request, default_seconds=DEFAULT_WINDOW_DAYS * _DAY)

@@ -1,17 +1,19 @@
 """Virtual keys: workspace tokens issued, listed and revoked through the admin API.
 
-A key lives in its workspace's `virtual_keys` in the shared config document,
-so it reaches every instance the way any config change does (ConfigSync,
-within a poll interval) and each change is a config version with an audit
-event. Only the token's SHA-256 and its first characters are stored; the
-token is in the create response and nowhere else. Spend shown per key is
-read from the limiter's counters (tiergate.gateway.limits), so it is exact
-only for keys with a budget. See docs/virtual-keys.md.
+A key lives in the `virtual_keys` table, apart from the config document, so no
+YAML seed can delete it (tiergate.virtual_keys_store). Every instance reads the
+table's counter every 50 ms, so a key created or revoked on one instance is
+known to all within about 100 ms. Each change has an audit event. Only a keyed
+hash of the token and its first characters are stored; the token is in the
+create response and nowhere else. Spend shown per key is read from the
+limiter's counters (tiergate.gateway.limits), so it is exact only for keys with
+a budget. See docs/virtual-keys.md.
 """
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
+import math
 import secrets
 import time
 from typing import Any
@@ -19,60 +21,60 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tiergate.api.admin_common import AdminContext, invalid, json_response, not_found, read_body
-from tiergate.api.admin_config import _change
-from tiergate.config import VirtualKeyConfig
+from tiergate.api.admin_common import (
+    AdminContext,
+    AdminError,
+    actor_of,
+    invalid,
+    json_response,
+    not_found,
+    read_body,
+)
 from tiergate.gateway.limits import budget_key, month_budget_key
 from tiergate.state.memory import parse_number
+from tiergate.virtual_keys_store import VirtualKey, VirtualKeys, token_digest
 
 TOKEN_PREFIX = "tgk-"
 SHOWN_CHARACTERS = 10  # "tgk-" and six random characters: enough to tell keys apart
 _LIMIT_FIELDS = ("rate_limit_rpm", "budget_usd_per_day", "budget_usd_per_month")
-
-Doc = dict[str, Any]
+MAX_NAME = 128
 
 
 def new_token() -> str:
     return TOKEN_PREFIX + secrets.token_urlsafe(32)
 
 
-def key_record(name: str, token: str, limits: dict[str, Any], now: float) -> dict[str, Any]:
-    """The stored form of a new key: its hash, never the token."""
-    return {
-        "id": "vk_" + secrets.token_hex(8),
-        "name": name,
-        "sha256": hashlib.sha256(token.encode()).hexdigest(),
-        "prefix": token[:SHOWN_CHARACTERS],
-        "created": now,
-        **{k: v for k, v in limits.items() if v is not None},
-    }
+def keys_of(ctx: AdminContext) -> VirtualKeys:
+    keys = ctx.state.gateway.tokens.keys
+    if keys is None:
+        raise AdminError(503, "Virtual keys are not available here", "unavailable")
+    return keys
 
 
-# ---- edits of the config document (pure) -----------------------------------------------
-
-
-def _workspaces(doc: Doc) -> list[dict[str, Any]]:
-    items = doc.get("workspaces")
-    return [w for w in items if isinstance(w, dict)] if isinstance(items, list) else []
-
-
-def add_virtual_key(doc: Doc, workspace: str, record: dict[str, Any]) -> None:
-    for ws in _workspaces(doc):
-        if ws.get("name") == workspace:
-            ws.setdefault("virtual_keys", []).append(record)
-            return
-    raise not_found(f"workspace {workspace!r}")
-
-
-def revoke_virtual_key(doc: Doc, key_id: str, now: float) -> str:
-    """Mark the key revoked (kept, so its id stays in audit and lists); its workspace."""
-    for ws in _workspaces(doc):
-        for vk in ws.get("virtual_keys") or []:
-            if isinstance(vk, dict) and vk.get("id") == key_id:
-                if vk.get("revoked") is None:
-                    vk["revoked"] = now
-                return str(ws.get("name"))
-    raise not_found(f"virtual key {key_id!r}")
+def limits_of(body: dict[str, Any]) -> dict[str, Any]:
+    """The limit fields of a create body, validated (400 listing every problem)."""
+    problems = []
+    out: dict[str, Any] = {}
+    rpm = body.get("rate_limit_rpm")
+    if rpm is not None and (isinstance(rpm, bool) or not isinstance(rpm, int) or rpm < 1):
+        problems.append("rate_limit_rpm: an integer, at least 1")
+    else:
+        out["rate_limit_rpm"] = rpm
+    for name in ("budget_usd_per_day", "budget_usd_per_month"):
+        value = body.get(name)
+        ok = value is None or (
+            isinstance(value, int | float)
+            and not isinstance(value, bool)
+            and math.isfinite(value)
+            and value >= 0
+        )
+        if not ok:
+            problems.append(f"{name}: a number of USD, at least 0")
+        else:
+            out[name] = None if value is None else float(value)
+    if problems:
+        raise invalid("Invalid virtual key", problems)
+    return out
 
 
 # ---- views ------------------------------------------------------------------------------
@@ -80,26 +82,25 @@ def revoke_virtual_key(doc: Doc, key_id: str, now: float) -> str:
 
 async def _views(ctx: AdminContext, workspace: str | None) -> list[dict[str, Any]]:
     now = time.time()
-    found = [
-        (w.name, vk)
-        for w in ctx.cfg.workspaces
-        if workspace is None or w.name == workspace
-        for vk in w.virtual_keys
-    ]
-    counters = [
-        k for _, vk in found for k in (budget_key(vk.id, now), month_budget_key(vk.id, now))
-    ]
+    keys = keys_of(ctx)
+    with contextlib.suppress(Exception):  # read your writes from another instance
+        await keys.refresh()
+    found = sorted(
+        (vk for vk in keys.by_id.values() if workspace is None or vk.workspace == workspace),
+        key=lambda vk: (vk.created, vk.id),
+    )
+    counters = [k for vk in found for k in (budget_key(vk.id, now), month_budget_key(vk.id, now))]
     raw = await ctx.state.store.get_many(counters) if counters else []
     return [
-        _view(ws, vk, parse_number(raw[2 * i]), parse_number(raw[2 * i + 1]))
-        for i, (ws, vk) in enumerate(found)
+        _view(vk, parse_number(raw[2 * i]), parse_number(raw[2 * i + 1]))
+        for i, vk in enumerate(found)
     ]
 
 
-def _view(workspace: str, vk: VirtualKeyConfig, today: float, month: float) -> dict[str, Any]:
+def _view(vk: VirtualKey, today: float, month: float) -> dict[str, Any]:
     return {
         "id": vk.id,
-        "workspace": workspace,
+        "workspace": vk.workspace,
         "name": vk.name,
         "prefix": vk.prefix,
         "created": vk.created,
@@ -121,6 +122,16 @@ async def _one(ctx: AdminContext, key_id: str) -> dict[str, Any]:
     return views[0]
 
 
+def _audit(ctx: AdminContext, request: Request, op: str, vk: VirtualKey) -> None:
+    actor = actor_of(request)
+    ctx.audit(
+        "config_changed",
+        trigger=op,
+        detail={"version": vk.seq, "op": op, "target": vk.id, "actor": actor},
+        now=time.time(),
+    )
+
+
 # ---- endpoints --------------------------------------------------------------------------
 
 
@@ -135,32 +146,37 @@ async def create_key(ctx: AdminContext, request: Request) -> Response:
     workspace, name = body.get("workspace"), body.get("name", "")
     if not isinstance(workspace, str) or not workspace:
         raise invalid("workspace: the name of an existing workspace")
-    if not isinstance(name, str):
-        raise invalid("name: a string")
+    if not isinstance(name, str) or len(name) > MAX_NAME:
+        raise invalid(f"name: a string of at most {MAX_NAME} characters")
     unknown = sorted(set(body) - {"workspace", "name", *_LIMIT_FIELDS})
     if unknown:
         raise invalid("Unknown fields", [f"{k}: not a virtual key field" for k in unknown])
+    if all(w.name != workspace for w in ctx.cfg.workspaces):
+        raise not_found(f"workspace {workspace!r}")
+    limits = limits_of(body)
+    keys = keys_of(ctx)
     token = new_token()
-    record = key_record(name, token, {k: body.get(k) for k in _LIMIT_FIELDS}, time.time())
-    row, _ = await _change(
-        ctx,
-        request,
-        lambda d: add_virtual_key(d, workspace, record),
-        "create_virtual_key",
-        record["id"],
+    made = await keys.create(
+        VirtualKey(
+            id="vk_" + secrets.token_hex(8),
+            workspace=workspace,
+            token_hash=token_digest(keys.secret, token),
+            name=name,
+            prefix=token[:SHOWN_CHARACTERS],
+            created=time.time(),
+            **limits,
+        )
     )
-    view = await _one(ctx, record["id"])
-    return json_response({"version": row.version, "key": view, "token": token}, 201)
+    _audit(ctx, request, "create_virtual_key", made)
+    view = await _one(ctx, made.id)
+    return json_response({"version": made.seq, "key": view, "token": token}, 201)
 
 
 async def revoke_key(ctx: AdminContext, request: Request) -> Response:
     """POST /admin/api/virtual-keys/{id}/revoke: refused from now on, everywhere."""
     key_id = request.path_params["id"]
-    row, _ = await _change(
-        ctx,
-        request,
-        lambda d: revoke_virtual_key(d, key_id, time.time()),
-        "revoke_virtual_key",
-        key_id,
-    )
-    return json_response({"version": row.version, "key": await _one(ctx, key_id)})
+    done = await keys_of(ctx).revoke(key_id, time.time())
+    if done is None:
+        raise not_found(f"virtual key {key_id!r}")
+    _audit(ctx, request, "revoke_virtual_key", done)
+    return json_response({"version": done.seq, "key": await _one(ctx, key_id)})

@@ -8,9 +8,10 @@ name the attempt they serve without importing the routing layer.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tiergate.config import ChannelConfig, ModelConfig
+from tiergate.routing.outlier import Health
 
 
 @dataclass(slots=True)
@@ -21,6 +22,7 @@ class KeyState:
     last_status: int = 0
     probe_at: float = 0.0  # disabled by a 401/403: when to probe it next (clock time)
     probe_backoff: float = 0.0  # the current wait between probes; 0 = not auth-disabled
+    outlier: Health = field(default_factory=Health)  # ejection state (routing/outlier.py)
 
 
 @dataclass(slots=True)
@@ -40,7 +42,7 @@ class ChannelState:
         if i < 0 or i >= len(self.keys):
             return False
         k = self.keys[i]
-        return k.enabled and k.cooldown_until <= now
+        return k.enabled and k.cooldown_until <= now and not k.outlier.ejected
 
     def usable_keys(self, now: float) -> list[int]:
         return [i for i in range(len(self.keys)) if self.key_usable(i, now)]

@@ -69,6 +69,7 @@ async def first_success(
                     result = await _traced(tracing.tracer, attempt, target, n)
             except UpstreamError as err:
                 last = err
+                err.attempts, err.channel, err.key_index = n, target.channel.name, target.key_index
                 if _answers_the_body(err):
                     answers.setdefault((err.kind, err.status), []).append((target, err))
                 else:

@@ -23,6 +23,7 @@ from starlette.responses import Response
 from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
 from tiergate.core.model import Usage
+from tiergate.core.tokens import count_tokens
 from tiergate.core.upstream import Target
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import Workspace
@@ -34,6 +35,16 @@ from tiergate.providers.adapters import OpenAIProvider
 from tiergate.providers.base import UpstreamError
 
 EMBEDDING_CHANNEL_TYPES = frozenset({"openai", "openai_compatible"})  # DeepSeek has none
+
+
+def input_tokens(value: Any) -> int:
+    """The input's size in tokens for the budget hold: a string is counted, a token
+    array is its length, a list adds up its items."""
+    if isinstance(value, str):
+        return count_tokens(value)
+    if isinstance(value, list):
+        return sum(1 if isinstance(v, int) else input_tokens(v) for v in value)
+    return 0
 
 
 def _model(body: dict[str, Any]) -> str:
@@ -62,6 +73,7 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
                 f"The model {model!r} is not served by a channel that offers embeddings",
                 "model_not_found",
             )
+        hold = await gateway.reserve(workspace, None, [model], input_tokens(body["input"]))
     except GatewayError as err:
         if workspace is not None:  # after authentication: a usage row, as for a chat turn
             failures.record_failure(
@@ -89,14 +101,18 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
     try:
         reply, served = await dispatch.first_success(targets, distributor, gateway.retry, attempt)
     except (UpstreamError, dispatch.NoUpstream) as err:
+        gateway.settle(hold, 0.0)  # released: nothing was billed
         return _failed(gateway, workspace, model, err, request_id, started, headers)
+    except BaseException:  # cancelled (the client went away) or a bug: nothing billed
+        gateway.settle(hold, 0.0)
+        raise
     reply["model"] = model
     target = served.target
     usage = reply.get("usage")
     tokens = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     neutral = Usage(input_tokens=tokens if isinstance(tokens, int) else 0)
     cost = request_cost(neutral, target.model_config, target.channel.config.type)
-    gateway.charge(workspace, cost)
+    gateway.settle(hold, cost)
     latency = time.perf_counter() - started
     metrics.observe_request(None, model, target.channel.name, 200, latency)
     record = UsageRecord(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import TypedDict
 
 from tiergate import metrics
 from tiergate.config import GatewayConfig
@@ -38,25 +39,52 @@ def upstream_refusal(
     if not isinstance(err, UpstreamError):
         return no_route.upstream_unavailable(distributor, models)
     status = err.client_status()
-    log.info(
-        "upstream failed",
-        extra={
-            "kind": err.kind,
-            "upstream_status": err.status,
-            "provider_message": without_keys(err.message, cfg)[:PROVIDER_TEXT_LIMIT],
-        },
-    )
+    fields: dict[str, object] = {
+        "kind": err.kind,
+        "upstream_status": err.status,
+        "attempts": err.attempts,
+        "channel": err.channel,
+        "key_index": err.key_index,
+        "provider_message": without_keys(err.message, cfg)[:PROVIDER_TEXT_LIMIT],
+    }
+    if err.proxy is not None:  # the operator's network, not the provider: say so
+        fields.update(proxy=err.proxy, proxy_status=err.proxy_status or None)
+        log.warning("upstream proxy failed", extra=fields)
+    else:
+        log.info("upstream failed", extra=fields)
     headers: dict[str, str] = {}
+    tries = _attempts(err.attempts)
     if status == 429:
         headers["retry-after"] = str(int(err.retry_after or 1))
         message = "The upstream provider is rate limiting requests; retry later"
     elif status == 504:
-        message = "The upstream provider timed out after retries"
+        message = f"The upstream provider timed out ({tries})"
+    elif err.proxy is not None:
+        message = f"The gateway's outbound proxy refused the connection ({tries})"
     elif status >= 500:
-        message = "Upstream provider failed after retries"
+        message = f"Upstream provider failed ({tries})"
     else:
         message = f"The upstream provider rejected the request (HTTP {status})"
     return GatewayError(status, message, "upstream_error", headers)
+
+
+def _attempts(n: int) -> str:
+    return "1 attempt" if n == 1 else f"{n} attempts"
+
+
+class AttemptFields(TypedDict):
+    attempts: int
+    channel: str | None
+    key_index: int | None
+
+
+def attempt_fields(err: Exception) -> AttemptFields:
+    """What `record_failure` logs about the attempts of a failed request: how many
+    were made and which channel and key the last one tried (none: nothing could
+    be attempted, dispatch.NoUpstream)."""
+    if not isinstance(err, UpstreamError):
+        return {"attempts": 0, "channel": None, "key_index": None}
+    return {"attempts": err.attempts, "channel": err.channel, "key_index": err.key_index}
 
 
 def record_failure(
@@ -71,8 +99,11 @@ def record_failure(
     error_type: str,
     attempts: int = 0,
     virtual_key: str | None = None,
+    channel: str | None = None,
+    key_index: int | None = None,
 ) -> None:
-    """The usage row and the access log line of a request that got no upstream reply."""
+    """The usage row and the access log line of a request that got no upstream reply
+    (`channel`, `key_index`: what the last attempt tried, when one was made)."""
     router = plan.router.name if plan is not None and plan.router is not None else None
     record = UsageRecord(
         request_id=request_id,
@@ -84,6 +115,8 @@ def record_failure(
         stream=stream,
         latency_ms=(time.perf_counter() - started) * 1000,
         attempts=attempts,
+        channel=channel,
+        key_index=key_index,
         session_hash=plan.session_hash if plan is not None else None,
         error_type=error_type,
         virtual_key=virtual_key,

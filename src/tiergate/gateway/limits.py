@@ -4,10 +4,14 @@ numbers.
 
 Requests per minute: a fixed one-minute window counter, incremented at
 admission. USD per day and per month: UTC-day and UTC-month counters of
-billed cost, incremented at commit and checked at admission, so a workspace
-or key can overshoot by at most the requests already in flight when it
-crossed the line. Over any limit the request is refused with 429 and a
-Retry-After until the window resets.
+spend. At admission each request adds its worst-case cost to them (a
+reservation, gateway/reservations.py) in the same atomic increment that reads
+the total, and is refused if the total before its hold had reached the
+budget; when the reply is billed the hold is replaced by the actual cost, and
+on a failure it is released. So concurrent requests, on one instance or many
+sharing Redis, overshoot a budget by at most one request's worst case. Over
+any limit the request is refused with 429 and a Retry-After until the window
+resets.
 
 If the state store is unreachable the limits fail open (the request is
 served and the outage is logged by the store wrapper): refusing all traffic
@@ -16,16 +20,39 @@ because Redis blinked would turn a soft dependency into a hard one.
 
 from __future__ import annotations
 
+import asyncio
 import calendar
+import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.reservations import (
+    NO_RESERVATION,
+    Counter,
+    Reservation,
+    budget_key,
+    counters,
+    month_budget_key,
+    over_budget,
+    refusal,
+)
 from tiergate.state import StateStore
-from tiergate.state.base import StateUnavailable
-from tiergate.state.memory import parse_number
+from tiergate.state.base import Incr, StateUnavailable
+
+__all__ = [
+    "Limiter",
+    "WorkspaceLimits",
+    "budget_key",
+    "month_budget_key",
+    "seconds_to_next_day",
+    "seconds_to_next_minute",
+    "seconds_to_next_month",
+]
+
+log = logging.getLogger(__name__)
 
 DAY = 86400.0
 
@@ -47,16 +74,12 @@ class WorkspaceLimits:
         return self.rate_limit_rpm is not None or self.budgeted
 
 
+#: (scope id, its limits, "workspace" or "key"): one scope a request counts against
+Scope = tuple[str, WorkspaceLimits, str]
+
+
 def rpm_key(workspace_id: str, now: float) -> str:
     return f"lim:rpm:{workspace_id}:{int(now // 60)}"
-
-
-def budget_key(workspace_id: str, now: float) -> str:
-    return f"lim:usd:{workspace_id}:{time.strftime('%Y%m%d', time.gmtime(now))}"
-
-
-def month_budget_key(scope_id: str, now: float) -> str:
-    return f"lim:usdm:{scope_id}:{time.strftime('%Y%m', time.gmtime(now))}"
 
 
 def seconds_to_next_month(now: float) -> int:
@@ -75,7 +98,7 @@ def seconds_to_next_day(now: float) -> int:
 
 
 class Limiter:
-    """Admission checks and spend accounting for every workspace."""
+    """Rate admission, budget reservations and their settlement, for every workspace."""
 
     def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
@@ -84,53 +107,72 @@ class Limiter:
     async def admit(
         self, workspace_id: str, limits: WorkspaceLimits, scope: str = "workspace"
     ) -> None:
-        """Raise a 429 GatewayError when the workspace (or key: `scope`) is over a limit."""
-        if not limits.active:
+        """Count the request against the scope's requests per minute (429 GatewayError
+        when over). Budgets are checked by `reserve`, once the request's cost is known."""
+        if limits.rate_limit_rpm is None:
             return
         now = self.clock()
         try:
-            if limits.budget_usd_per_day is not None:
-                spent = parse_number(await self.store.get(budget_key(workspace_id, now)))
-                if spent >= limits.budget_usd_per_day:
-                    wait = seconds_to_next_day(now)
-                    raise GatewayError(
-                        429,
-                        f"Daily budget of ${limits.budget_usd_per_day:.2f} reached for this "
-                        f"{scope}; it resets at 00:00 UTC",
-                        "budget_exceeded",
-                        {"retry-after": str(wait)},
-                    )
-            if limits.budget_usd_per_month is not None:
-                key = month_budget_key(workspace_id, now)
-                if parse_number(await self.store.get(key)) >= limits.budget_usd_per_month:
-                    raise GatewayError(
-                        429,
-                        f"Monthly budget of ${limits.budget_usd_per_month:.2f} reached for "
-                        f"this {scope}; it resets on the 1st, 00:00 UTC",
-                        "budget_exceeded",
-                        {"retry-after": str(seconds_to_next_month(now))},
-                    )
-            if limits.rate_limit_rpm is not None:
-                count = await self.store.incr(rpm_key(workspace_id, now), 1.0, ttl=120)
-                if count > limits.rate_limit_rpm:
-                    raise GatewayError(
-                        429,
-                        f"Rate limit of {limits.rate_limit_rpm} requests per minute exceeded",
-                        "rate_limit_exceeded",
-                        {"retry-after": str(seconds_to_next_minute(now))},
-                    )
+            count = await self.store.incr(rpm_key(workspace_id, now), 1.0, ttl=120)
         except StateUnavailable:
             return  # fail open, see module docstring
+        if count > limits.rate_limit_rpm:
+            raise GatewayError(
+                429,
+                f"Rate limit of {limits.rate_limit_rpm} requests per minute exceeded",
+                "rate_limit_exceeded",
+                {"retry-after": str(seconds_to_next_minute(now))},
+            )
 
-    async def charge(self, workspace_id: str, limits: WorkspaceLimits, cost: float) -> None:
-        """Add a billed request's cost to the day's and month's spend (when budgeted)."""
-        if not limits.budgeted or cost <= 0:
-            return
+    async def reserve(self, scopes: Sequence[Scope], amount: float) -> Reservation:
+        """Hold `amount` USD on every budget counter of `scopes`, one atomic increment
+        each (sent concurrently). Raise the 429 of the first counter whose spend had
+        already reached its budget, after rolling every hold back."""
         now = self.clock()
+        wanted: list[Counter] = []
+        for scope_id, limits, label in scopes:
+            day, month = limits.budget_usd_per_day, limits.budget_usd_per_month
+            wanted.extend(counters(scope_id, day, month, label, now))
+        if not wanted:
+            return NO_RESERVATION
+        amount = max(0.0, amount)
+        totals = await asyncio.gather(
+            *(self.store.incr(c.key, amount, ttl=c.ttl) for c in wanted), return_exceptions=True
+        )
+        held: list[Counter] = []
+        refused: Counter | None = None
+        failure: BaseException | None = None
+        for counter, total in zip(wanted, totals, strict=True):
+            if isinstance(total, StateUnavailable):
+                continue  # fail open on that counter, see module docstring
+            if isinstance(total, BaseException):
+                failure = failure or total
+                continue
+            held.append(counter)
+            if refused is None and over_budget(counter, total, amount):
+                refused = counter
+        hold = Reservation(amount, held)
+        if refused is not None or failure is not None:
+            await self.settle(hold, 0.0)
+            if failure is not None:
+                raise failure
+            assert refused is not None
+            wait = seconds_to_next_day(now) if refused.period == "day" else None
+            raise refusal(refused, wait or seconds_to_next_month(now))
+        return hold
+
+    async def settle(self, hold: Reservation, cost: float) -> None:
+        """Replace the hold by the billed `cost` (0 releases it); a no-op once settled."""
+        await self.apply(hold.close(cost))
+
+    async def apply(self, incrs: Sequence[Incr]) -> None:
+        """A settlement's increments, in one round trip (never raises: it runs in the
+        background after the reply, and a lost settlement only misstates spend)."""
+        if not incrs:
+            return
         try:
-            if limits.budget_usd_per_day is not None:
-                await self.store.incr(budget_key(workspace_id, now), cost, ttl=2 * DAY)
-            if limits.budget_usd_per_month is not None:
-                await self.store.incr(month_budget_key(workspace_id, now), cost, ttl=32 * DAY)
+            await self.store.apply_batch((), incrs)
         except StateUnavailable:
             return
+        except Exception:
+            log.exception("budget settlement failed")

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 from starlette.background import BackgroundTask
 from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import Response
 
 from tiergate import metrics
 from tiergate.billing import request_cost, uncached_cost
@@ -34,9 +34,13 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.explain import describe_plan
 from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
-from tiergate.gateway.limits import Limiter
+from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
+from tiergate.gateway.prompt_size import prompt_tokens
+from tiergate.gateway.reservations import NO_RESERVATION, Reservation
+from tiergate.gateway.stream_close import ClosingStream
 from tiergate.gateway.usage import UsageRecord
+from tiergate.gateway.worst_case import request_worst_case
 from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
@@ -84,7 +88,7 @@ class Gateway:
         planner = Planner(cfg, distributor, old.store, old.recorder, old.clock, old.commits)
         self.lanes.reload(cfg, distributor)
         self.cfg = cfg
-        self.tokens = TokenTable(cfg.workspaces)
+        self.tokens = self.tokens.with_workspaces(cfg.workspaces)
         self.distributor = distributor
         self.planner = planner
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
@@ -125,10 +129,14 @@ class Gateway:
             if turn is not None:
                 ctx.lane = await self.lanes.prepare(workspace, turn, req, plan)
             try:
+                # the worst case held on the budgets (429 when spent), settled when billed
+                ctx.hold = await self.reserve(workspace, req, plan.models)
                 if req.stream:
                     return await self._stream(ctx)
                 return await self._complete(ctx)
             finally:
+                if not ctx.hold_handed_off:
+                    self.settle(ctx.hold, 0.0)  # no-op once billed; else released
                 if ctx.lane is not None and not ctx.lane_handed_off:
                     # any exit that did not finalize the lane (disconnect, error) releases
                     # it, before the reply is sent: an immediate retry must not get 409.
@@ -186,17 +194,42 @@ class Gateway:
         return ws
 
     async def admit(self, workspace: Workspace) -> None:
-        """The workspace's limits, then its virtual key's (429 GatewayError when over)."""
+        """The workspace's rate limit, then its virtual key's (429 GatewayError when over)."""
         await self.limiter.admit(workspace.id, workspace.limits)
         if workspace.key_id is not None:
             await self.limiter.admit(workspace.key_id, workspace.key_limits, "key")
 
-    def charge(self, workspace: Workspace, cost: float) -> None:
-        """Count a billed reply against the workspace's and its key's budgets (later)."""
+    async def reserve(
+        self, workspace: Workspace, req: ChatRequest | None, models: list[str], tokens: int = 0
+    ) -> Reservation:
+        """Hold the request's worst-case cost on the workspace's and its key's budgets
+        (gateway/reservations.py); 429 GatewayError when one is already spent.
+        `tokens`: the prompt size when there is no chat request (embeddings)."""
+        scopes: list[Scope] = []
         if workspace.limits.budgeted:
-            self._spawn(self.limiter.charge(workspace.id, workspace.limits, cost))
+            scopes.append((workspace.id, workspace.limits, "workspace"))
         if workspace.key_id is not None and workspace.key_limits.budgeted:
-            self._spawn(self.limiter.charge(workspace.key_id, workspace.key_limits, cost))
+            scopes.append((workspace.key_id, workspace.key_limits, "key"))
+        if not scopes:
+            return NO_RESERVATION
+        offers = [
+            (ch.config.models[m], ch.config.type)
+            for m in models
+            for ch in self.distributor.serving(m)
+            if m in ch.config.models
+        ]
+        if req is None:
+            amount = request_worst_case(offers, tokens, 0)
+        else:
+            amount = request_worst_case(offers, prompt_tokens(req), req.max_tokens)
+        return await self.limiter.reserve(scopes, amount)
+
+    def settle(self, hold: Reservation, cost: float) -> None:
+        """Replace a budget hold by the billed cost (0 releases it), in the background.
+        Closed at once, so a later settle of the same hold is a no-op."""
+        incrs = hold.close(cost)
+        if incrs:
+            self._spawn(self.limiter.apply(incrs))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.cfg.server.max_body_bytes
@@ -280,8 +313,10 @@ class Gateway:
         ctx.headers["x-orca-resolved-model"] = served.target.model
         ctx.headers["cache-control"] = "no-cache"
         ctx.lane_handed_off = True  # the relay finalizes the lane when the stream ends
-        return StreamingResponse(
+        ctx.hold_handed_off = True  # and bills the budget hold; the close releases it if not
+        return ClosingStream(
             self._relay(ctx, first, rest, served),
+            on_close=lambda: self.settle(ctx.hold, 0.0),
             status_code=200,
             headers=ctx.headers,
             media_type="text/event-stream",
@@ -355,7 +390,7 @@ class Gateway:
     def _price(self, ctx: _Ctx, target: Target, resp: ChatResponse) -> tuple[float, float]:
         """The request's cost (charged to a workspace budget) and when it was served."""
         cost = request_cost(resp.usage, target.model_config, target.channel.config.type)
-        self.charge(ctx.workspace, cost)
+        self.settle(ctx.hold, cost)
         return cost, time.perf_counter()
 
     async def _record_later(
@@ -452,7 +487,7 @@ class Gateway:
             stream=ctx.req.stream,
             started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
-            attempts=1 if isinstance(err, UpstreamError) else 0,
+            **failures.attempt_fields(err),
         )
         self.planner.commits.spawn(
             ctx.plan.scope, self._commit(ctx.plan, Outcome(False, status=refusal.status))
@@ -504,6 +539,8 @@ class _Ctx:
     __slots__ = (
         "fmt",
         "headers",
+        "hold",
+        "hold_handed_off",
         "lane",
         "lane_credential_failure",
         "lane_handed_off",
@@ -536,6 +573,8 @@ class _Ctx:
         self.plan = plan
         self.headers = headers
         self.lane: PreparedTurn | None = None
+        self.hold = NO_RESERVATION
+        self.hold_handed_off = False
         self.lane_handed_off = False
         self.lane_credential_failure = False
         self.upstream_started = started

@@ -27,6 +27,12 @@ class UpstreamError(Exception):
     status: int = 0
     message: str = "upstream request failed"
     retry_after: float | None = None
+    proxy: str | None = None  # host:port of the HTTP proxy that failed, if that was it
+    proxy_status: int = 0  # the proxy's own answer to CONNECT (403, 407...), 0 = none
+    # filled in by gateway.dispatch once the request's attempts are over
+    attempts: int = 1
+    channel: str | None = None  # the last attempt's channel and key
+    key_index: int | None = None
 
     def __str__(self) -> str:
         return f"{self.kind} {self.status}: {self.message}"

@@ -31,6 +31,16 @@ class ConnectError(HTTPClientError):
     """No connection could be opened."""
 
 
+class ProxyError(ConnectError):
+    """The HTTP proxy could not be reached or refused the tunnel. `proxy` is its
+    host:port (never the credentials of the proxy URL); `status` its answer, if any."""
+
+    def __init__(self, message: str, proxy: str, status: int = 0) -> None:
+        super().__init__(message)
+        self.proxy = proxy
+        self.status = status
+
+
 class ConnectionClosed(HTTPClientError):
     """The connection ended before the response did."""
 

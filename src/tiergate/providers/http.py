@@ -15,6 +15,7 @@ import orjson
 from tiergate import tracing
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
+from tiergate.providers.exchange import ProxyError
 from tiergate.providers.network import UpstreamNetwork
 
 
@@ -62,7 +63,7 @@ class UpstreamHTTP:
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
         except HTTPClientError as err:
-            raise UpstreamError("connect", message=type(err).__name__) from None
+            raise _connect_error(err) from None
         if resp.status >= 400:
             raise _status_error(resp, raw)
         try:
@@ -84,7 +85,7 @@ class UpstreamHTTP:
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
         except HTTPClientError as err:
-            raise UpstreamError("connect", message=type(err).__name__) from None
+            raise _connect_error(err) from None
         if resp.status >= 400:
             try:
                 raw = await resp.read()
@@ -106,6 +107,15 @@ async def _iter(resp: Response) -> AsyncIterator[bytes]:
         raise UpstreamError("stream_cut", message=type(err).__name__) from None
     finally:
         resp.close()
+
+
+def _connect_error(err: HTTPClientError) -> UpstreamError:
+    """No answer: say why (the client's own messages name hosts and errno, never a
+    key or the proxy URL's credentials), and name the proxy when it was the proxy."""
+    message = f"{type(err).__name__}: {err}"[:300]
+    if isinstance(err, ProxyError):
+        return UpstreamError("connect", message=message, proxy=err.proxy, proxy_status=err.status)
+    return UpstreamError("connect", message=message)
 
 
 def _status_error(resp: Response, raw: bytes) -> UpstreamError:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import NamedTuple, Protocol
 from urllib.parse import unquote, urlsplit
 
-from tiergate.providers.exchange import ConnectError
+from tiergate.providers.exchange import ConnectError, ProxyError
 
 CA_BUNDLE_ENV = ("REQUESTS_CA_BUNDLE", "SSL_CERT_FILE")
 
@@ -35,6 +35,11 @@ class Proxy(NamedTuple):
     host: str
     port: int
     authorization: str | None  # the Proxy-Authorization value, from the URL's user:pass
+
+    @property
+    def address(self) -> str:
+        """host:port, for logs: never the credentials."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 class ChannelTrust(Protocol):
@@ -200,12 +205,17 @@ async def open_tunnel(
     transport.write(head.encode("latin-1") + b"\r\n")
     try:
         answer = await handshake.answer
+    except ConnectError as err:  # it closed, or sent no HTTP answer
+        transport.abort()
+        raise ProxyError(f"proxy {proxy.address}: {err}", proxy.address) from None
     except BaseException:
         transport.abort()
         raise
     status_line = answer.split(b"\r\n", 1)[0].split()
     if len(status_line) < 2 or status_line[1] != b"200":
         transport.close()
-        shown = b" ".join(status_line[1:3]).decode("latin-1", "replace")
-        raise ConnectError(f"proxy refused CONNECT: {shown}")
+        shown = b" ".join(status_line[1:3]).decode("latin-1", "replace")[:80]
+        code = status_line[1] if len(status_line) > 1 else b""
+        status = int(code) if code.isdigit() and len(code) == 3 else 0
+        raise ProxyError(f"proxy {proxy.address} refused CONNECT: {shown}", proxy.address, status)
     return transport

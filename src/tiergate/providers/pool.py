@@ -11,6 +11,7 @@ from tiergate.providers.exchange import (
     Connection,
     ConnectionClosed,
     ConnectTimeout,
+    ProxyError,
 )
 from tiergate.providers.network import Proxy, open_tunnel
 
@@ -149,6 +150,10 @@ class HostPool:
         except TimeoutError:
             raise ConnectTimeout("connect timed out") from None
         except OSError as err:
+            if self._proxy is not None:
+                where = self._proxy.address
+                message = f"proxy {where} unreachable: {type(err).__name__}: {err}"
+                raise ProxyError(message, where) from None
             raise ConnectError(f"{type(err).__name__}: {err}") from None
         return conn
 

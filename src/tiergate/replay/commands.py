@@ -318,3 +318,9 @@ def summary_table(policies: dict[str, Any]) -> str:
             "escalation-uncapped = the same without share caps"
         )
     return "\n".join(lines)
+
+
+def cmd_counterfactual(args: argparse.Namespace) -> int:
+    from tiergate.replay.counterfactual_run import run_command
+
+    return run_command(args, progress_bar, _show_progress(args))

@@ -63,6 +63,13 @@ SCORER_POLICIES: dict[str, Policy] = {
 """The shipped and uncapped engines with each `escalation.scorer` named explicitly
 (`escalation` itself reads the default, `learned`; routing.session_scorer)."""
 
+CAP_MODE_POLICIES: dict[str, Policy] = {
+    f"escalation-{mode}": Policy(f"escalation-{mode}", router=replay_router(share_cap_mode=mode))
+    for mode in ("admit", "suppress")
+}
+"""The shipped engine with each `escalation.share_cap_mode` named explicitly
+(docs/escalation.md, "Caps": measured side by side)."""
+
 SWEEP_T2 = (0.35, 0.40, 0.45, 0.50, 0.55, 0.60, 0.65, 0.70, 0.75)
 SWEEP_PERCENTILES = (70.0, 80.0, 90.0, 95.0)
 PREVALENCES = (0.0, 0.05, 0.10, 0.20, 0.30, 0.50, 0.75, 1.0)
@@ -143,7 +150,12 @@ def _peak(run: RunResult, session: int) -> float:
 
 def policy_list(names: Sequence[str] | None = None) -> list[Policy]:
     """Policies by name: the five standard ones, the uncapped engine, and sweep names."""
-    known = {**STANDARD_POLICIES, ENGINE_UNCAPPED.name: ENGINE_UNCAPPED, **SCORER_POLICIES}
+    known = {
+        **STANDARD_POLICIES,
+        ENGINE_UNCAPPED.name: ENGINE_UNCAPPED,
+        **SCORER_POLICIES,
+        **CAP_MODE_POLICIES,
+    }
     if not names:
         return [*STANDARD_POLICIES.values(), ENGINE_UNCAPPED]
     missing = [n for n in names if n not in known]

@@ -127,6 +127,10 @@ class TurnRecord:
     """The router's escalated shares the engine saw when deciding this turn."""
     audit: tuple[AuditEvent, ...] = ()
     """The audit events this turn's commit wrote (escalations, cap denials, resets)."""
+    session_tier: Tier | None = None
+    """The session's tier after the engine's decision (None for fixed-tier policies).
+    A turn served base while this is strong is an escalation cut off partway
+    (share cap in suppress mode, strong tier unavailable)."""
 
 
 @dataclass
@@ -279,6 +283,7 @@ async def run_policy(
                     decision.reason,
                     decision.trigger,
                 )
+                rec.session_tier = decision.session_tier
                 outcome = TurnOutcome(
                     success=True,
                     billed=True,

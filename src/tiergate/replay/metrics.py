@@ -10,6 +10,11 @@ Definitions (uniform across policies, computed from what served each turn):
 - `escalation_latency_turns`: over escalated sessions with hard turns, the mean
   number of hard turns served on base before the first strong turn;
 - `cache_hit_rate`: cached prompt tokens over all prompt tokens (cost model);
+- `escalations_cut_off`: escalated sessions whose strong run was interrupted
+  by a base serve before the de-escalation rule (or a client reset) ended it:
+  a turn served base while the session's tier stayed strong (the share cap in
+  `share_cap_mode: suppress`, or no strong model available).
+  `escalations_cut_off_share` is that count over the sessions escalated;
 - `cost_per_1k_sessions`: total cost / sessions x 1000 (USD).
 """
 
@@ -34,6 +39,7 @@ METRIC_KEYS = (
     "missed_sessions",
     "escalation_latency_turns",
     "cache_hit_rate",
+    "escalations_cut_off",
 )
 
 
@@ -57,6 +63,8 @@ class SessionOutcome:
     latency: int | None
     """Hard turns served on base before the first strong turn (escalated hard sessions)."""
     trigger: str | None
+    cut_off: bool = False
+    """Served base on some turn while its tier stayed strong (an interrupted rescue)."""
 
     @property
     def escalated(self) -> bool:
@@ -100,6 +108,7 @@ def session_outcome(
         first_hard_turn=first_hard,
         latency=latency,
         trigger=trigger,
+        cut_off=any(r.tier == "base" and r.session_tier == "strong" for r in served),
     )
 
 
@@ -133,6 +142,10 @@ def summarize(rows: Sequence[SessionOutcome]) -> dict[str, Any]:
         "sessions_escalated": sum(o.escalated for o in rows),
         "false_positive_sessions": sum(o.escalated and not o.hard for o in rows),
         "missed_sessions": sum(o.hard and not o.escalated for o in rows),
+        "escalations_cut_off": sum(o.cut_off for o in rows),
+        "escalations_cut_off_share": _round(
+            _ratio(sum(o.cut_off for o in rows), sum(o.escalated for o in rows))
+        ),
         "escalation_latency_turns": _round(statistics.fmean(latencies)) if latencies else None,
         "cache_hit_rate": _round(
             _ratio(sum(o.cached_tokens for o in rows), sum(o.prompt_tokens for o in rows))

@@ -518,4 +518,12 @@ def _reproduce_section(results: dict[str, Any]) -> list[str]:
         "`request` is the turn's full chat-completions body (cumulative history) and is required; "
         "the rest is optional; `needs_strong` is ground truth, used only for scoring. "
         f"Metric keys per policy: {', '.join(f'`{k}`' for k in METRIC_KEYS)}.",
+        "",
+        *counterfactual_guide(),
     ]
+
+
+def counterfactual_guide() -> tuple[str, ...]:
+    from tiergate.replay.counterfactual_report import GUIDE
+
+    return GUIDE

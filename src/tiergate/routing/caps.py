@@ -10,7 +10,7 @@ class, explicit client asks included (report §4.3). Two caps:
   workspace's traffic across routers, over a trailing window of day buckets
   (today plus the previous `share_window_days - 1` UTC days, i.e. 24-48 h with
   the default 2). Both the request share and the spend share are counted; the
-  cap applies to the configured basis (default spend).
+  cap applies to the configured basis (default requests, the report's basis).
 
 Counters are plain `incr` keys, one per (scope, day, field), because increments
 commute: thousands of concurrent requests never contend on a transaction.

@@ -6,9 +6,13 @@ ranked list of models into an ordered, lazily produced list of attempts
 priority, never the same {channel, key} twice in one request. A soft channel
 pin (from session affinity) goes first when it is still valid.
 
-Health rules: a 429, 5xx, timeout or connection failure cools the key down;
-repeated failures across keys cool the whole channel; a 401/403 disables the
-key, which is then probed in the background with doubling back-off
+Health rules: a 429 cools the key down for its Retry-After (`cooldown_seconds`
+without one), and the channel when every key of it is cooling. A 5xx, timeout
+or connection failure is evidence for outlier detection (routing/outlier.py):
+the key is ejected after a run or a rate of failures, never beyond
+`max_ejection_percent` of a model's keys, and comes back through one trial
+request; a channel is out when all its keys are. A 401/403 disables the key,
+which is then probed in the background with doubling back-off
 (gateway/key_probe.py) and re-enabled when it answers, or by an operator.
 """
 
@@ -21,7 +25,9 @@ from dataclasses import dataclass, field
 
 from tiergate.config import GatewayConfig, ModelConfig
 from tiergate.core.upstream import ChannelState, KeyState, Target
+from tiergate.routing import outlier
 from tiergate.routing.affinity import ChannelPin, ChannelView
+from tiergate.routing.outlier import OutlierPolicy
 
 
 @dataclass
@@ -32,6 +38,7 @@ class Distributor:
     cooldown_seconds: float = 30.0
     probe_seconds: float = 30.0  # first wait before probing an auth-disabled key; 0 = never
     probe_max_seconds: float = 1800.0
+    outlier: OutlierPolicy = field(default_factory=OutlierPolicy)
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
     _by_model: dict[str, list[ChannelState]] = field(default_factory=dict)
@@ -47,6 +54,7 @@ class Distributor:
             cooldown_seconds=cfg.server.cooldown_seconds,
             probe_seconds=cfg.server.key_probe_seconds,
             probe_max_seconds=cfg.server.key_probe_max_seconds,
+            outlier=OutlierPolicy(**cfg.server.outlier.model_dump()),
             **kw,  # type: ignore[arg-type]
         )
         d.reindex()
@@ -70,9 +78,11 @@ class Distributor:
         return self._by_model.get(model, [])
 
     def is_live(self, model: str) -> bool:
-        """A model is live when some enabled channel has an enabled, non-cooling key for it."""
+        """A model is live when some enabled channel has an enabled, non-cooling key for
+        it, or an ejected key whose trial request is due."""
         now = self.clock()
-        return any(ch.healthy(now) for ch in self._by_model.get(model, ()))
+        chans = self._by_model.get(model, ())
+        return any(ch.healthy(now) or self._trial_key(ch, now) is not None for ch in chans)
 
     def model_config(self, model: str) -> ModelConfig | None:
         chans = self._by_model.get(model)
@@ -123,7 +133,13 @@ class Distributor:
         if pin is not None and ch is not None and ch.key_usable(pin.key_index, self.clock()):
             tried.add((ch.index, pin.key_index))
             yield Target(models[0], ch, pin.key_index)
+        trial_sent = False
         for model in models:
+            trial = None if trial_sent else self._claim_trial(model, tried)
+            if trial is not None:  # half-open: at most one trial per request, first
+                trial_sent = True
+                tried.add((trial.channel.index, trial.key_index))
+                yield trial
             now = self.clock()
             for ch in self._ordered_channels(model, now):
                 keys = ch.usable_keys(self.clock())
@@ -142,9 +158,29 @@ class Distributor:
 
     # ---- health feedback -----------------------------------------------------
 
+    def _trial_key(self, ch: ChannelState, now: float) -> int | None:
+        """An ejected key of `ch` whose trial is due, if any."""
+        if not ch.config.enabled or ch.cooldown_until > now:
+            return None
+        for i, k in enumerate(ch.keys):
+            if k.enabled and k.cooldown_until <= now and outlier.trial_due(k.outlier, now):
+                return i
+        return None
+
+    def _claim_trial(self, model: str, tried: set[tuple[int, int]]) -> Target | None:
+        now = self.clock()
+        for ch in self._by_model.get(model, ()):
+            i = self._trial_key(ch, now)
+            if i is not None and (ch.index, i) not in tried:
+                k = ch.keys[i]
+                k.outlier = outlier.claim_trial(self.outlier, k.outlier, now)
+                return Target(model, ch, i)
+        return None
+
     def report_success(self, t: Target) -> None:
         k = t.channel.keys[t.key_index]
         k.consecutive_failures = 0
+        k.outlier = outlier.record_success(self.outlier, k.outlier, self.clock())
 
     def unavailable_reason(self, models: list[str]) -> tuple[int, float | None]:
         """Why nothing could be attempted: (429, seconds until a key is free) when
@@ -160,6 +196,8 @@ class Distributor:
                 for k in ch.keys:
                     if k.enabled:
                         until = max(k.cooldown_until, ch.cooldown_until)
+                        if k.outlier.ejected:  # back at its trial, or after the one in flight
+                            until = max(until, k.outlier.ejected_until, k.outlier.trial_until)
                         if until > now:
                             waits.append(until - now)
                             statuses.add(k.last_status)
@@ -170,8 +208,11 @@ class Distributor:
     def report_failure(
         self, t: Target, *, disable_key: bool, retry_after: float | None, status: int = 0
     ) -> None:
-        """Cool the key down (or disable it on 401/403); cool the channel when every
-        key of it is failing, so the next request skips it quickly."""
+        """Disable the key on 401/403. A rate limit (429) cools the key down for its
+        Retry-After (else `cooldown_seconds`), and the channel when every key of it
+        is cooling, so the next request skips it quickly: exactly as before outlier
+        detection. Anything else (5xx, with or without Retry-After, timeouts,
+        connection failures) is counted by outlier detection."""
         now = self.clock()
         k = t.channel.keys[t.key_index]
         if disable_key:
@@ -181,9 +222,36 @@ class Distributor:
             return
         k.consecutive_failures += 1
         k.last_status = status
-        k.cooldown_until = now + (retry_after if retry_after is not None else self.cooldown_seconds)
-        if not t.channel.usable_keys(now):
-            t.channel.cooldown_until = k.cooldown_until
+        if status == 429:
+            wait = retry_after if retry_after is not None else self.cooldown_seconds
+            k.cooldown_until = now + wait
+            if not t.channel.usable_keys(now):
+                t.channel.cooldown_until = k.cooldown_until
+            return
+        allowed = self._may_eject(t.channel, t.key_index, now)
+        k.outlier = outlier.record_failure(self.outlier, k.outlier, now, allowed=allowed)
+        if k.outlier.ejected:  # cooling, as the admin API and metrics show it
+            k.cooldown_until = max(k.cooldown_until, k.outlier.ejected_until)
+
+    def _may_eject(self, channel: ChannelState, index: int, now: float) -> bool:
+        """The max-ejection share, for every model the key serves: ejecting it must
+        leave each of them within `max_ejection_percent` and with a usable key."""
+        for model in channel.config.models:
+            total = ejected = usable_others = 0
+            for ch in self._by_model.get(model, ()):
+                if not ch.config.enabled:
+                    continue
+                live = ch.cooldown_until <= now
+                for i, k in enumerate(ch.keys):
+                    if i in ch.config.disabled_keys:
+                        continue
+                    total += 1
+                    ejected += k.outlier.ejected
+                    mine = ch is channel and i == index
+                    usable_others += live and not mine and ch.key_usable(i, now)
+            if not outlier.may_eject(self.outlier, total, ejected, usable_others):
+                return False
+        return True
 
     # ---- probing auth-disabled keys (gateway/key_probe.py) --------------------
 
@@ -217,6 +285,7 @@ class Distributor:
         k.enabled = True
         k.consecutive_failures = 0
         k.cooldown_until = 0.0
+        k.outlier = outlier.Health()
         k.last_status = 0
         k.probe_backoff = 0.0
         k.probe_at = 0.0
@@ -232,8 +301,9 @@ class Distributor:
             k.probe_at = now + max(k.probe_backoff, self.probe_seconds)
 
     def key_health(self) -> list[tuple[str, int, str]]:
-        """(channel, key index, state) for every key: ok, cooling_down,
-        auth_failed (probed) or disabled (by the operator)."""
+        """(channel, key index, state) for every key: ok, cooling_down (a rate
+        limit, or ejected by outlier detection), auth_failed (probed) or disabled
+        (by the operator)."""
         now = self.clock()
         out = []
         for ch in self.channels:
@@ -242,7 +312,7 @@ class Distributor:
                     state = "disabled"
                 elif not k.enabled:
                     state = "auth_failed"
-                elif k.cooldown_until > now:
+                elif k.cooldown_until > now or k.outlier.ejected:
                     state = "cooling_down"
                 else:
                     state = "ok"

@@ -38,6 +38,14 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from tiergate.config import UNMAPPED_CACHE_WINDOW, EscalationConfig, RouterConfig
+from tiergate.routing.admission import (
+    AdmissionCounters,
+    admission_from_values,
+    admission_keys,
+    admission_refused,
+    mean_session_turns,
+    remaining_turns,
+)
 from tiergate.routing.caps import (
     ShareCounters,
     counters_from_values,
@@ -171,6 +179,9 @@ class EscalationSnapshot:
     degraded: bool = False
     #: The tier state exactly as read (None = absent): the commit's guard value.
     state_raw: bytes | None = None
+    #: Admission counters (share_cap_mode admit only): router, then workspace.
+    router_admission: AdmissionCounters | None = None
+    workspace_admission: AdmissionCounters | None = None
 
 
 def escalation_applies(router: RouterConfig) -> bool:
@@ -190,9 +201,20 @@ class SnapshotRead:
     router_keys: tuple[str, ...]
     workspace_keys: tuple[str, ...]
     score_keys: tuple[str, ...]
+    #: routing.admission keys (admit mode), router then workspace; and the window.
+    admission_keys: tuple[str, ...] = ()
+    workspace_admission_keys: tuple[str, ...] = ()
+    window_days: int = 0
 
     def keys(self) -> list[str]:
-        return [*self.tier_keys, *self.router_keys, *self.workspace_keys, *self.score_keys]
+        return [
+            *self.tier_keys,
+            *self.router_keys,
+            *self.workspace_keys,
+            *self.score_keys,
+            *self.admission_keys,
+            *self.workspace_admission_keys,
+        ]
 
     def decode(self, values: Sequence[bytes | None]) -> EscalationSnapshot:
         i = len(self.tier_keys)
@@ -203,15 +225,25 @@ class SnapshotRead:
         ws = self.workspace_keys
         ws_share = counters_from_values(values[i : i + len(ws)]) if ws else None
         i += len(ws)
-        scores = histogram_from_values(values[i:]) if self.score_keys else None
-        return EscalationSnapshot(state, router_share, ws_share, scores, state_raw=raw)
+        end = i + len(self.score_keys)
+        scores = histogram_from_values(values[i:end]) if self.score_keys else None
+        if not self.admission_keys:
+            return EscalationSnapshot(state, router_share, ws_share, scores, state_raw=raw)
+        n, days = len(self.admission_keys), self.window_days
+        adm = admission_from_values(values[end : end + n], days)
+        wadm = None
+        if self.workspace_admission_keys:
+            wadm = admission_from_values(values[end + n :], days)
+        return EscalationSnapshot(state, router_share, ws_share, scores, False, raw, adm, wadm)
 
 
 def plan_snapshot_read(
     router: RouterConfig, scope: str | None, workspace: str | None, now: float
 ) -> SnapshotRead:
-    """Keys for tier state, share buckets and the percentile histogram."""
+    """Keys for tier state, share buckets, the percentile histogram and (admit
+    mode) the admission counters."""
     esc = router.escalation
+    admit = esc.share_cap_mode == "admit"
     return SnapshotRead(
         tier_keys=(tier_state_key(scope, router.name),) if scope is not None else (),
         router_keys=tuple(router_share_keys(router.name, now, esc.share_window_days)),
@@ -219,6 +251,15 @@ def plan_snapshot_read(
             tuple(workspace_share_keys(workspace, now, esc.share_window_days)) if workspace else ()
         ),
         score_keys=tuple(histogram_keys(router.name, now)) if _percentile_on(esc) else (),
+        admission_keys=tuple(admission_keys(router.name, now, esc.share_window_days))
+        if admit
+        else (),
+        workspace_admission_keys=tuple(
+            admission_keys(workspace, now, esc.share_window_days, workspace=True)
+        )
+        if admit and workspace
+        else (),
+        window_days=esc.share_window_days,
     )
 
 
@@ -331,24 +372,29 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         return EscalationDecision(applies=inp.scope is not None, header=header, config=esc)
     threshold, source = delta_threshold(router, snap.scores)
     score = inp.delta_score if _percentile_on(esc) else None
-    traffic = CountTraffic(score=score)
-    share_capped = _share_capped(inp, snap)
+    state = snap.state or TierState()
+    caps = _cap_gates(inp, snap, state)
+    traffic = CountTraffic(
+        score=score,
+        forecast=caps.forecast,
+        new_session=caps.forecast is not None and inp.scope is not None and snap.state_raw is None,
+    )
     if inp.scope is None:  # unidentifiable session: counted as router traffic, never tiered
         if inp.base_available or not inp.strong_available:
             return _inactive(router, (traffic,))
         # only the strong tier can serve it: a strong serve, counted and capped as one
+        refused = caps.one_refused
         return EscalationDecision(
             applies=False,
-            serve_tier="base" if share_capped else "strong",
-            reason="denied:share_cap" if share_capped else "base_unavailable",
+            serve_tier="base" if refused else "strong",
+            reason="denied:share_cap" if refused else "base_unavailable",
             trigger="base_unavailable",
-            share_capped=share_capped,
+            share_capped=refused,
             intents=(traffic,),
             router_name=router.name,
             config=esc,
         )
 
-    state = snap.state or TierState()
     turn = short_turn_id(inp.request_id)
     new_turn = turn not in state.seen_turns
     conv, side = inp.conversation, inp.side_request
@@ -420,7 +466,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
             reason = trigger = "de_escalated"
             intents.append(Deescalate(state.epoch, state.strong_served_at))
             audit("de_escalated", "de_escalated", "base", "base; reason=de_escalated")
-        elif share_capped:
+        elif caps.strong_refused:
             serve, reason, trigger = "base", "denied:share_cap", state.trigger
             audit("denied_cap", trigger, "strong", "base; reason=denied:share_cap")
     else:
@@ -437,7 +483,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
                 "denied:session_cap"
                 if session_cap_reached(state.escalations_used, esc.max_per_session)
                 else "denied:share_cap"
-                if share_capped
+                if caps.escalation_refused
                 else None
             )
             would = f"base; reason={denial}" if denial else f"strong; reason={wanted}"
@@ -463,7 +509,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
             audit("denied_cap", why, session_tier, "base; reason=denied:share_cap")
 
     if once and serve == "base" and reason != "denied:share_cap" and reason != "de_escalated":
-        if share_capped:
+        if caps.one_refused:
             deny_share("once")
         else:
             serve, reason, trigger = "strong", "once", "once"
@@ -474,7 +520,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         # Nothing in base can serve (capabilities, health): the strong tier serves
         # this one request, counted as strong and bound by the share cap like a
         # once boost (it does not ratchet, so the per-session cap does not apply).
-        if share_capped:
+        if caps.one_refused:
             if reason != "denied:share_cap":
                 deny_share("base_unavailable")
         else:
@@ -494,7 +540,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         threshold_source=source,
         difficulty_streak=streak,
         strike_count=strike_count,
-        share_capped=share_capped,
+        share_capped=caps.escalation_refused,
         intents=tuple(intents),
         events=tuple(events),
         router_name=router.name,
@@ -504,6 +550,43 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         config=esc,
         state=snap.state if snap.state_raw is not None else None,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class CapGates:
+    """What the share caps refuse on this request (`share_cap_mode`).
+
+    suppress (the report's literal rule): over the cap, every strong serve is
+    refused, a session already strong included. admit (routing.admission): a
+    session already strong is never refused (only a cap of 0 stops it); a new
+    escalation is refused when its forecast turns would push the projected share
+    over the cap, a one-request strong serve (`once`, base unavailable) when that
+    one request would.
+    """
+
+    strong_refused: bool
+    escalation_refused: bool
+    one_refused: bool
+    forecast: float | None = None
+    """The session's expected remaining turns after this one (admit mode)."""
+
+
+def _cap_gates(inp: EscalationInputs, snap: EscalationSnapshot, state: TierState) -> CapGates:
+    esc = inp.router.escalation
+    if esc.share_cap_mode == "suppress" or snap.router_admission is None:
+        capped = _share_capped(inp, snap)
+        return CapGates(capped, capped, capped)
+    share, adm = snap.router_share, snap.router_admission
+    forecast = remaining_turns(mean_session_turns(share.requests, adm.sessions), state.turns + 1)
+    basis, warmup = esc.share_cap_basis, esc.share_warmup_requests
+    gates = [(share, adm, esc.share_cap_percent)]
+    ws, wadm, wcap = snap.workspace_share, snap.workspace_admission, inp.workspace_cap_percent
+    if ws is not None and wcap is not None:
+        gates.append((ws, wadm or AdmissionCounters(), wcap))
+    kill = any(cap <= 0 for _, _, cap in gates)
+    one = kill or any(admission_refused(c, a, p, basis, warmup, 1.0) for c, a, p in gates)
+    new = one or any(admission_refused(c, a, p, basis, warmup, 1.0 + forecast) for c, a, p in gates)
+    return CapGates(kill, new, one, forecast)
 
 
 def _share_capped(inp: EscalationInputs, snap: EscalationSnapshot) -> bool:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tiergate.routing.admission import admission_incrs
 from tiergate.routing.caps import share_incrs
 from tiergate.routing.escalation import AuditEvent, EscalationDecision
 from tiergate.routing.percentile import score_incr
@@ -88,8 +89,10 @@ async def commit_escalation(
     traffic = next((i for i in decision.intents if isinstance(i, CountTraffic)), None)
 
     def counters(report: ApplyReport) -> list[Incr]:
-        if traffic is None or report.duplicate_turn:
+        if traffic is None:
             return []
+        if report.duplicate_turn:  # a reservation made or released still counts
+            return _admission(report, new_session=False)
         incrs = share_incrs(
             decision.router_name,
             decision.workspace,
@@ -100,7 +103,22 @@ async def commit_escalation(
         )
         if traffic.score is not None:
             incrs.append(score_incr(decision.router_name, traffic.score, now))
+        if traffic.forecast is not None:
+            incrs += _admission(report, traffic.new_session)
         return incrs
+
+    def _admission(report: ApplyReport, new_session: bool) -> list[Incr]:
+        if not (new_session or report.reserve or report.consume):
+            return []
+        return admission_incrs(
+            decision.router_name,
+            decision.workspace,
+            now,
+            esc.share_window_days,
+            new_session,
+            report.reserve,
+            report.consume,
+        )
 
     report = ApplyReport()
     tier: Tier | None = None

@@ -35,6 +35,7 @@ from typing import Any, Literal
 import orjson
 
 from tiergate.config import EscalationConfig
+from tiergate.routing.admission import slot_alive, slot_of
 from tiergate.routing.caps import session_cap_reached
 from tiergate.routing.strikes import Strike
 
@@ -83,6 +84,14 @@ class TierState:
     base_model: str | None = None
     #: Trigger of a shadow escalation already recorded (suppresses repeats).
     shadow_trigger: str | None = None
+    #: Requests committed for this session (its length so far, for the forecast).
+    turns: int = 0
+    #: Share-cap admission (routing.admission): the slot holding this session's
+    #: reservation of forecast remaining turns, how many are left, and how many
+    #: of them are strong (an escalated session's).
+    reserve_slot: int | None = None
+    reserve_left: float = 0.0
+    strong_left: float = 0.0
 
     def live_strikes(
         self, now: float, decay_seconds: float, conv: str | None = None
@@ -145,6 +154,10 @@ class TierState:
             "sa": self.strong_served_at,
             "b": self.base_model,
             "sh": self.shadow_trigger,
+            "n": self.turns or None,
+            "rs": self.reserve_slot,
+            "rl": self.reserve_left or None,
+            "rk": self.strong_left or None,
         }
         doc.update({k: v for k, v in optional.items() if v is not None})
         return orjson.dumps(doc)
@@ -182,6 +195,10 @@ class TierState:
                 seen_turns=[str(t) for t in doc.get("r", [])],
                 base_model=doc.get("b"),
                 shadow_trigger=doc.get("sh"),
+                turns=int(doc.get("n", 0)),
+                reserve_slot=None if doc.get("rs") is None else int(doc["rs"]),
+                reserve_left=float(doc.get("rl", 0.0)),
+                strong_left=float(doc.get("rk", 0.0)),
             )
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
             return None
@@ -214,9 +231,16 @@ def short_turn_id(request_id: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CountTraffic:
-    """Count the served request into the share buckets (and the score histogram)."""
+    """Count the served request into the share buckets (and the score histogram).
+
+    `forecast` (share_cap_mode admit only, else None) is the session's expected
+    remaining turns after this one: what an escalation admitted now reserves
+    (routing.admission). `new_session`: the first request of a session.
+    """
 
     score: float | None = None
+    forecast: float | None = None
+    new_session: bool = False
     kind: Literal["count_traffic"] = "count_traffic"
 
 
@@ -300,6 +324,10 @@ class ApplyReport:
     merged: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     duplicate_turn: bool = False
+    #: Admission reservations made and consumed, as (slot, turns, strong turns)
+    #: (routing.admission).
+    reserve: list[tuple[int, float, float]] = field(default_factory=list)
+    consume: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def apply_intents(
@@ -325,10 +353,13 @@ def apply_intents(
     for intent in intents:
         if isinstance(intent, RecordTurn):
             _record_turn(st, intent, outcome, now, report)
+    was = (st.tier, st.epoch)
     for intent in intents:
         if isinstance(intent, TRANSITIONS):
             _transition(st, intent, esc, now, report)
     st.last_seen = now
+    forecast = next((i.forecast for i in intents if isinstance(i, CountTraffic)), None)
+    _book_reservation(st, was, forecast, outcome, now, report)
     if any(isinstance(i, RecordTurn) and not i.evaluated for i in intents):
         return st, report  # a side request warms no conversation's cache, starts no pin
     if outcome.served_tier == "strong":
@@ -347,6 +378,7 @@ def _record_turn(
         report.duplicate_turn = True
         return
     st.remember_turn(intent.turn)
+    st.turns += 1
     if not intent.evaluated:
         report.applied.append("record_turn")
         return
@@ -398,3 +430,46 @@ def _transition(
     st.epoch += 1
     st.clear_evidence()
     report.applied.append(intent.kind)
+
+
+def _book_reservation(
+    st: TierState,
+    was: tuple[Tier, int],
+    forecast: float | None,
+    outcome: TurnOutcome,
+    now: float,
+    report: ApplyReport,
+) -> None:
+    """Admission bookkeeping (routing.admission), after this turn's transitions.
+
+    Every session holds a reservation of its forecast remaining turns in a slot
+    (`reserve_left`); an escalated session's is also a strong reservation
+    (`strong_left`). Each later turn consumes one (a strong serve one strong
+    too). A tier transition releases what is left and reserves anew for the new
+    tier, and so does a turn whose slot has lapsed. Nothing without a forecast
+    (suppress mode), and nothing for a duplicate turn.
+    """
+    if forecast is None and st.reserve_slot is None:
+        return
+    transitioned = (st.tier, st.epoch) != was
+    alive = st.reserve_slot is not None and slot_alive(st.reserve_slot, now)
+    if st.reserve_slot is not None and (transitioned or not alive or forecast is None):
+        if alive:  # release what is left
+            report.consume.append((st.reserve_slot, st.reserve_left, st.strong_left))
+        st.reserve_slot, st.reserve_left, st.strong_left = None, 0.0, 0.0
+    if forecast is None or report.duplicate_turn:
+        return
+    if st.reserve_slot is None:  # a new session, a transition, or a lapsed slot
+        slot = slot_of(now)
+        strong = forecast if st.tier == "strong" else 0.0
+        st.reserve_slot, st.reserve_left, st.strong_left = slot, forecast, strong
+        report.reserve.append((slot, forecast, strong))
+        return
+    used = min(1.0, st.reserve_left)
+    used_strong = 0.0
+    if outcome.served_tier == "strong" and st.tier == "strong":
+        used_strong = min(1.0, st.strong_left)
+    if used or used_strong:
+        st.reserve_left -= used
+        st.strong_left -= used_strong
+        report.consume.append((st.reserve_slot, used, used_strong))

@@ -27,11 +27,13 @@ Everything here is pure except `TranscriptCache`, an in-process bounded map
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import operator
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from tiergate.core.idle_lru import IdleLru
 from tiergate.core.model import ChatRequest, ImagePart, Message
 from tiergate.routing.difficulty import DifficultyFeatures, Tally, count_tokens
 from tiergate.routing.features import AgentState, agent_state
@@ -209,19 +211,39 @@ def _before_last(
     return point
 
 
-class TranscriptCache:
-    """The last summary of each session, bounded; the oldest sessions go first."""
+TRANSCRIPT_CACHE_LIMIT = 8_192
+"""Sessions whose summary is kept, at most: one TranscriptSummary each, about
+3.5 KB for a soak agent session (bench/soak.py), so about 30 MB when full."""
 
-    def __init__(self, limit: int = 50_000) -> None:
-        self.limit = limit
-        self._by_session: dict[str, TranscriptSummary] = {}
+TRANSCRIPT_IDLE_SECONDS = 600.0
+"""A session's summary is dropped after 10 minutes without a request. Sessions end
+without telling the gateway; with only a count bound (50,000 before) a gateway
+grew by every new session's summary for hours (issue #27: about 1.5 MB/min in
+the soak). A session that comes back later is folded from scratch once."""
+
+
+class TranscriptCache:
+    """The last summary of each recent session, bounded in count and idle time;
+    the least recently used sessions go first (core.idle_lru)."""
+
+    def __init__(
+        self,
+        limit: int = TRANSCRIPT_CACHE_LIMIT,
+        idle_seconds: float = TRANSCRIPT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._by_session: IdleLru[str, TranscriptSummary] = IdleLru(limit, idle_seconds, clock)
+
+    @property
+    def limit(self) -> int:
+        return self._by_session.limit
+
+    def __len__(self) -> int:
+        return len(self._by_session)
 
     def summarize(self, session: str | None, req: ChatRequest) -> TranscriptSummary:
         if session is None:
             return summarize(req)
-        summary = summarize(req, self._by_session.pop(session, None))
-        if len(self._by_session) >= self.limit:
-            with contextlib.suppress(StopIteration, RuntimeError):
-                self._by_session.pop(next(iter(self._by_session)), None)
-        self._by_session[session] = summary  # re-inserted: most recently used last
+        summary = summarize(req, self._by_session.pop(session))
+        self._by_session.put(session, summary)  # re-inserted: most recently used last
         return summary

@@ -13,6 +13,7 @@ One module per log format, each with `load(path) -> [Transcript]` and
 | opencode       | `opencode`        | `~/.local/share/opencode/opencode.db` (SQLite)       |
 | autocoderover  | `autocoderover`   | a task folder's `conversation_round_0.json` (+ rest) |
 | moatless       | `moatless`        | `<instance>/trajectory.json` (one stream per call)   |
+| terminal-bench | `terminalbench`   | a trial's `sessions/agent.log` (mini-swe-agent)      |
 | openai         | `openai_requests` | JSONL of chat-completions requests                   |
 
 `transcript.session_doc` turns a transcript into turns; `labels` joins a
@@ -38,6 +39,7 @@ from tiergate.replay.importers import (
     opencode,
     openhands,
     sweagent,
+    terminalbench,
 )
 from tiergate.replay.importers.labels import Labels
 from tiergate.replay.importers.transcript import Transcript, session_doc
@@ -52,6 +54,7 @@ FORMATS: dict[str, ModuleType] = {
     "opencode": opencode,
     "autocoderover": autocoderover,
     "moatless": moatless,
+    "terminal-bench": terminalbench,
     "openai": openai_requests,
 }
 _HEAD_BYTES = 4096
