@@ -26,6 +26,7 @@ from lanes_http_support import (
     error_code,
     gateway,
     managed,
+    resolved,
     session,
     sim_server,
     sticky,
@@ -36,7 +37,7 @@ from servers import TOKEN, free_port, gateway_config
 from tiergate.lanes import migrate
 from tiergate.sim.app import SimSettings
 
-TTL = 2  # seconds: the lane TTL, and so the lease's
+ADMIN = "tg-admin-lanes-process"
 
 
 @pytest.fixture(scope="module")
@@ -77,17 +78,17 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
     pytest.fail(f"gateway did not start:\n{log.read_text()}")
 
 
-def test_lease_of_a_killed_gateway_expires_with_the_lane_ttl(
-    paced_sim: Sim, tmp_path: Path
-) -> None:
-    lanes = tmp_path / "lanes.db"
-    migrate(lanes)
-    tiers = {"backend": "sqlite", "sqlite_path": str(lanes)}
-    env = {"SESSION_TIER_MODE": "sticky", "SESSION_TIER_TTL_SECONDS": str(TTL)}
-    config = write_config(tmp_path / "gw.yaml", paced_sim.url, session_tiers=tiers)
+LEASE = 2  # seconds: the in-flight lease, renewed every third of that while a turn runs
+
+
+def serve_doomed(
+    tmp_path: Path, sim_url: str, tiers: dict[str, Any], env: dict[str, str]
+) -> tuple[subprocess.Popen[bytes], str, Path]:
+    """A real `tiergate serve` process that the test will kill -9."""
+    config = write_config(tmp_path / "gw.yaml", sim_url, session_tiers=tiers)
     port, log = free_port(), tmp_path / "gw.log"
     with log.open("wb") as out:
-        doomed = tiergate(
+        proc = tiergate(
             "serve",
             "--config",
             str(config),
@@ -101,10 +102,42 @@ def test_lease_of_a_killed_gateway_expires_with_the_lane_ttl(
             stdout=out,
             stderr=out,
         )
+    return proc, f"http://127.0.0.1:{port}", log
+
+
+def kill_mid_stream(doomed: subprocess.Popen[bytes], url: str, body: dict[str, Any]) -> str:
+    """Start a slow lane stream on `url`, kill -9 its gateway while output flows;
+    the request id the dead gateway gave it."""
+    with httpx.stream(
+        "POST",
+        f"{url}/v1/chat/completions",
+        json=body,
+        headers={"authorization": f"Bearer {TOKEN}"},
+        timeout=10,
+    ) as streaming:
+        assert streaming.status_code == 200
+        next(streaming.iter_raw())  # output is flowing: the lease is held
+        doomed.kill()  # SIGKILL: no finalize, no cleanup
+        doomed.wait(10)
+        return streaming.headers["x-orca-request-id"]
+
+
+def test_a_killed_gateways_lane_serves_again_within_the_lease(
+    paced_sim: Sim, tmp_path: Path
+) -> None:
+    """Issue #27: the lane of a gateway killed mid-turn answered 409 on every
+    instance until the 1,800 s lane TTL. Now its lease lapses within
+    `lease_seconds` (the holder stopped renewing it) and another instance takes
+    the lane over; the binding keeps its TTL."""
+    lanes = tmp_path / "lanes.db"
+    migrate(lanes)
+    tiers = {"backend": "sqlite", "sqlite_path": str(lanes)}
+    env = {"SESSION_TIER_MODE": "sticky", "SESSION_TIER_LEASE_SECONDS": str(LEASE)}
+    doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)
     try:
         # the survivor shares the SQLite file, as a second instance or a restart would
         with gateway(paced_sim.url, env=env, session_tiers=tiers) as survivor:
-            wait_ready(f"http://127.0.0.1:{port}", doomed, log)
+            wait_ready(url, doomed, log)
             lane = session()
             long_turn = turn(
                 "auto:coding",
@@ -112,20 +145,16 @@ def test_lease_of_a_killed_gateway_expires_with_the_lane_ttl(
                 stream=True,
                 **managed(lane, MINI),
             )
-            with httpx.stream(
-                "POST",
-                f"http://127.0.0.1:{port}/v1/chat/completions",
-                json=long_turn,
-                headers={"authorization": f"Bearer {TOKEN}"},
-                timeout=10,
-            ) as streaming:
-                assert streaming.status_code == 200
-                next(streaming.iter_raw())  # output is flowing: the lease is held
-                doomed.kill()  # no finalize, no cleanup
-                doomed.wait(10)
+            request_id = kill_mid_stream(doomed, url, long_turn)
+            killed = time.time()
             held = survivor.lane(lane)
             assert held is not None and held.lease_expires_at is not None
+            assert held.lease_owner is not None
+            assert held.lease_owner.endswith(f"/{request_id}")  # the dead request owns it
+            assert f":{doomed.pid}:" in held.lease_owner  # on the dead instance
+            assert held.expires_at >= killed + 1000  # the binding lives the 1,800 s TTL
             expires = held.lease_expires_at
+            assert expires <= killed + LEASE + 0.5  # short: no more renewals
 
             # another turn of the lane, asking for a different model
             next_turn = turn("auto:coding", user("Short [[sim:output=2]]"), **managed(lane, GPT5))
@@ -133,12 +162,55 @@ def test_lease_of_a_killed_gateway_expires_with_the_lane_ttl(
             assert time.time() < expires, "the machine was too slow to see the held lease"
             assert busy.status_code == 409 and error_code(busy) == "session_tier_busy"
             while (reply := chat(survivor.url, next_turn)).status_code == 409:
-                assert time.time() < expires + 3, "the dead request's lease never expired"
+                assert time.time() < expires + 3, "the dead request's lease never lapsed"
                 time.sleep(0.1)
-            assert time.time() >= expires
-            # a fresh lane: the new approval applies at once
+            served_after = time.time() - killed
             assert reply.status_code == 200, reply.text
-            assert reply.headers["x-orca-resolved-model"] == "openai/gpt-5"
+            assert served_after < LEASE + 3
+            # the binding survived the takeover: the dead turn was ambiguous, so the
+            # new approval waits for a safe boundary and the bound model serves
+            assert reply.headers["x-orca-resolved-model"] == "openai/gpt-5-mini"
+            taken = survivor.lane(lane)
+            assert taken is not None and taken.tools_unknown and taken.lease_id is None
+            print(f"lane served again {served_after:.2f}s after kill -9 (lease {LEASE}s)")
+    finally:
+        doomed.kill()
+        doomed.wait(10)
+
+
+def test_an_operator_releases_a_killed_gateways_lane_at_once(
+    paced_sim: Sim, tmp_path: Path
+) -> None:
+    """The default 60 s lease, and an operator who will not wait: the admin API
+    releases the dead gateway's lane, audited, and the next turn is served."""
+    lanes = tmp_path / "lanes.db"
+    migrate(lanes)
+    tiers = {"backend": "sqlite", "sqlite_path": str(lanes)}
+    env = {"SESSION_TIER_MODE": "sticky"}
+    doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)
+    try:
+        server = {"cooldown_seconds": 5, "max_attempts": 3, "admin_token": ADMIN}
+        with gateway(paced_sim.url, env=env, session_tiers=tiers, server=server) as survivor:
+            wait_ready(url, doomed, log)
+            lane = session()
+            long_turn = turn(
+                "auto:coding",
+                user("Tell it all [[sim:output=100]]"),
+                stream=True,
+                **managed(lane, MINI),
+            )
+            request_id = kill_mid_stream(doomed, url, long_turn)
+            quick = turn("auto:coding", user("Short [[sim:output=2]]"), **managed(lane, MINI))
+            assert chat(survivor.url, quick).status_code == 409  # a lease of up to 60 s
+            admin = {"authorization": f"Bearer {ADMIN}", "x-tiergate-actor": "oncall-amy"}
+            base = f"{survivor.url}/admin/api/sessions/default/{lane}/lanes"
+            (view,) = httpx.get(base, headers=admin, timeout=10).json()["lanes"]
+            assert view["leased"] and view["lease_owner"].endswith(f"/{request_id}")
+            released = httpx.post(f"{base}/main/release", headers=admin, timeout=10)
+            assert released.status_code == 200, released.text
+            (done,) = released.json()["released"]
+            assert done["was_leased"] and done["lease_owner"] == view["lease_owner"]
+            assert resolved(chat(survivor.url, quick)) == "openai/gpt-5-mini"  # at once
     finally:
         doomed.kill()
         doomed.wait(10)

@@ -234,6 +234,25 @@ RESPONSES: dict[str, Schema] = {
         },
         ["scope", "session_hash", "routers", "channel_pins"],
     ),
+    "LaneList": obj(
+        {
+            "workspace": {"type": "string"},
+            "session_id": {"type": "string"},
+            "enabled": {"type": "boolean", "description": "false: session tiers are off"},
+            "lease_seconds": {"type": "integer"},
+            "lanes": {"type": "array", "items": {"type": "object"}},
+        },
+        ["workspace", "session_id", "enabled", "lanes"],
+    ),
+    "LaneReleased": obj(
+        {
+            "workspace": {"type": "string"},
+            "session_id": {"type": "string"},
+            "lane": {"type": "string"},
+            "released": {"type": "array", "items": {"type": "object"}},
+        },
+        ["workspace", "session_id", "lane", "released"],
+    ),
     "ResetResult": obj(
         {"scope": {"type": "string"}, "routers": {"type": "array", "items": {"type": "object"}}},
         ["scope", "routers"],
@@ -316,7 +335,7 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "event": {
         "type": "string",
         "description": "Event kind(s), comma separated: escalated, denied_cap, de_escalated, "
-        "reset, shadow, gate_forced, config_changed",
+        "reset, shadow, gate_forced, config_changed, lane_released",
     },
     "trigger": {"type": "string"},
     "session": {"type": "string", "description": "Session hash (audit) or scope (usage)"},
@@ -333,11 +352,18 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "format": {"type": "string", "enum": ["json", "csv"]},
     "bucket": {"type": "string", "enum": ["minute", "hour", "day"]},
     "labelled": {"type": "boolean"},
+    "kind": {
+        "type": "string",
+        "enum": ["managed", "public"],
+        "description": "Lane kind: managed (router models) or public (roleplay); default both",
+    },
+    "forget": {"type": "boolean", "description": "Also delete the lane's binding"},
 }
 
 _PATH_PARAMETERS: dict[str, Schema] = {
     "index": {"type": "integer", "minimum": 0, "maximum": 10000},
     "id": {"type": "integer", "minimum": 0},
+    "lane": {"type": "string", "enum": ["main", "delegation", "aux"]},
     "scope": {
         "type": "string",
         "pattern": "^[0-9a-f]{32}$",

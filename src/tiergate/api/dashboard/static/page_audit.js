@@ -15,6 +15,7 @@ export const EVENTS = [
   "reset",
   "config_changed",
   "gate_forced",
+  "lane_released",
 ];
 const PAGE_SIZE = 50;
 
@@ -195,6 +196,7 @@ const EVENT_LABELS = {
   de_escalated: "de-escalated",
   config_changed: "config changed",
   gate_forced: "gate forced",
+  lane_released: "lane released",
 };
 
 export function eventLabel(event) {
@@ -215,6 +217,16 @@ export function describe(e) {
       d.op,
       d.target,
       d.version !== undefined ? `v${d.version}` : null,
+      d.actor ? `by ${d.actor}` : null,
+    ]
+      .filter(Boolean)
+      .join(" · ");
+  }
+  if (e.event === "lane_released") {
+    return [
+      `${d.lane} · ${d.kind}`,
+      d.was_leased ? `lease of ${d.lease_owner}` : "no lease held",
+      d.forget ? "binding deleted" : null,
       d.actor ? `by ${d.actor}` : null,
     ]
       .filter(Boolean)

@@ -2,6 +2,9 @@
 // recent decisions and requests, by workspace + session id or by scope (usage
 // rows' session_hash, which also reaches fingerprinted sessions); a reset
 // button puts its tier back to base (audited; ratchets used are not refunded).
+// By workspace + session id it also lists the session's sticky-tier lanes, each
+// with a release button that frees a lane a crashed gateway left held (audited
+// as lane_released).
 
 import { api } from "./api.js";
 import { card, fill, h, num, table } from "./dom.js";
@@ -76,13 +79,16 @@ export function mount(view, ctx) {
     }
     const q = ctx.query();
     const path = sessionPath(q);
-    const [usage, session] = await Promise.all([
+    const byId = path && !q.get("scope");
+    const [usage, session, lanes] = await Promise.all([
       api("/usage", { query: { limit: RECENT_USAGE } }),
       path
         ? api(path).catch((err) =>
             err.status === 404 || err.status === 400 ? { error: err } : Promise.reject(err),
           )
         : null,
+      // the lane store may be down while the rest of the session reads fine
+      byId ? api(`${path}/lanes`).catch((err) => ({ error: err })) : null,
     ]);
     drawRecent(recent, usage.items, session && !session.error ? session.scope : null, ctx);
     if (!session) {
@@ -93,7 +99,7 @@ export function mount(view, ctx) {
     } else if (session.error) {
       fill(detail, h("p", { class: "error card", testid: "session-error" }, session.error.message));
     } else {
-      drawSession(detail, session, path, ctx, message);
+      drawSession(detail, session, path, ctx, message, lanes);
     }
   }
   return { refresh };
@@ -199,7 +205,62 @@ function routerCard(r, path, ctx, message) {
   );
 }
 
-function drawSession(el, data, path, ctx, message) {
+/** The session's lanes: binding, lease holder and a release button each. */
+function lanesCard(data, path, ctx, message) {
+  if (data.error) {
+    return card("Sticky-tier lanes", h("p", { class: "error", testid: "session-lanes-error" }, data.error.message));
+  }
+  if (!data.enabled) {
+    return card("Sticky-tier lanes", h("p", { class: "empty", testid: "session-lanes-off" }, "Session tiers are off."));
+  }
+  const release = (lane) => async () => {
+    const what = `${lane.lane} (${lane.kind})`;
+    if (!confirm(`Release lane ${what}? A request still running on it loses its lease.`)) return;
+    const res = await api(`${path}/lanes/${encodeURIComponent(lane.lane)}/release`, {
+      method: "POST",
+      query: { kind: lane.kind },
+    });
+    const done = res.released[0];
+    message.textContent = done.was_leased
+      ? `Lane ${what} released (lease of ${done.lease_owner}).`
+      : `Lane ${what}: no lease was held.`;
+    message.hidden = false;
+    ctx.refresh();
+  };
+  const rows = data.lanes.map((l) => [
+    h("td", {}, `${l.lane} · ${l.kind}`),
+    `${l.approved_model} (tier ${l.approved_tier})`,
+    l.actual_route ?? DASH,
+    h(
+      "td",
+      { testid: `session-lane-${l.kind}-${l.lane}-lease` },
+      l.leased ? `held by ${l.lease_owner} · lapses ${relative(l.lease_expires_at)}` : l.lease_lapsed ? "lapsed" : "free",
+    ),
+    l.tools_unknown ? "unknown" : int(l.outstanding_tool_calls),
+    relative(l.expires_at),
+    h(
+      "td",
+      {},
+      l.leased || l.lease_lapsed
+        ? h(
+            "button",
+            { type: "button", class: "danger", testid: `session-lane-${l.kind}-${l.lane}-release`, onclick: release(l) },
+            "Release",
+          )
+        : null,
+    ),
+  ]);
+  return card(
+    "Sticky-tier lanes",
+    table(["Lane", "Approved", "Actual route", "Lease", "Open tool calls", "Expires", ""], rows, {
+      testid: "session-lanes",
+      empty: "No live lanes for this session id.",
+    }),
+    { note: `lease ${data.lease_seconds} s, renewed while a turn runs`, wide: true },
+  );
+}
+
+function drawSession(el, data, path, ctx, message, lanes) {
   const active = data.routers.filter((r) => r.tier_state || r.model_pins.base || r.model_pins.strong);
   const idle = data.routers.filter((r) => !active.includes(r)).map((r) => r.router);
   const title = data.session_id ? `${data.workspace} / ${data.session_id}` : `scope ${data.scope}`;
@@ -246,6 +307,7 @@ function drawSession(el, data, path, ctx, message) {
       active.map((r) => routerCard(r, path, ctx, message)),
     ),
     idle.length ? h("p", { class: "muted small" }, `No tier state or pins on: ${idle.join(", ")}`) : null,
+    lanes ? lanesCard(lanes, path, ctx, message) : null,
     card(
       "Channel pins",
       table(["Model", "Channel and key"], pins, {
