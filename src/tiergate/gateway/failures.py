@@ -52,6 +52,13 @@ def upstream_refusal(
         log.warning("upstream proxy failed", extra=fields)
     else:
         log.info("upstream failed", extra=fields)
+    if err.code == "context_length_exceeded":  # the client's to fix; no key cooled
+        return GatewayError(
+            400,
+            "The request exceeds the model's context window (the provider refused it); "
+            "shorten the messages or lower max_tokens",
+            "context_length_exceeded",
+        )
     headers: dict[str, str] = {}
     tries = _attempts(err.attempts)
     if status == 429:

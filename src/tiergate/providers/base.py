@@ -27,6 +27,7 @@ class UpstreamError(Exception):
     status: int = 0
     message: str = "upstream request failed"
     retry_after: float | None = None
+    code: str | None = None  # what the answer means, when known: context_length_exceeded
     proxy: str | None = None  # host:port of the HTTP proxy that failed, if that was it
     proxy_status: int = 0  # the proxy's own answer to CONNECT (403, 407...), 0 = none
     # filled in by gateway.dispatch once the request's attempts are over

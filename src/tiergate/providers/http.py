@@ -127,10 +127,32 @@ def _status_error(resp: Response, raw: bytes) -> UpstreamError:
         except ValueError:
             retry_after = None
     message = f"upstream returned HTTP {resp.status}"
+    code: str | None = None
     try:
         err = orjson.loads(raw).get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             message = f"upstream: {err['message'][:300]}"
+            code = _context_code(resp.status, err)
     except Exception:  # noqa: BLE001 - a provider error body is best effort
         pass
-    return UpstreamError("status", resp.status, message, retry_after)
+    return UpstreamError("status", resp.status, message, retry_after, code)
+
+
+#: How each provider words a prompt over the model's context window (sim/context.py).
+_TOO_LONG = (
+    "prompt is too long",  # Anthropic
+    "exceed context limit",  # Anthropic, with max_tokens
+    "exceeds the maximum number of tokens allowed",  # Gemini
+    "maximum context length",  # OpenAI-compatible servers without the code
+)
+
+
+def _context_code(status: int, err: dict[str, Any]) -> str | None:
+    """`context_length_exceeded` when a 400 says the prompt does not fit: the
+    client's mistake, relayed as such (gateway/failures.py), never a key's fault."""
+    if status != 400:
+        return None
+    if err.get("code") == "context_length_exceeded":
+        return "context_length_exceeded"
+    text = str(err.get("message", "")).lower()
+    return "context_length_exceeded" if any(w in text for w in _TOO_LONG) else None

@@ -1,8 +1,9 @@
 """One provider request, whatever its format: authenticate, parse, apply an
 armed fault, decide cache usage and the reply, bill it, and send it.
 
-The order mirrors a real provider: a missing key or an invalid body fails
-before anything is cached or billed; an injected status or timeout fails
+The order mirrors a real provider: a missing key, an invalid body or a prompt
+over the model's context window (context.py) fails before anything is cached
+or billed; an injected status or timeout fails
 before the prompt is processed; once the prompt is processed the cache is
 updated and the usage billed, even if the reply is then cut short.
 """
@@ -16,6 +17,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from tiergate.sim.cache import CacheOutcome, automatic_rule
+from tiergate.sim.context import context_error
 from tiergate.sim.faults import FaultRule
 from tiergate.sim.prompt import PromptIndex, SimCall, SimRequestError, index_prompt
 from tiergate.sim.responder import plan_reply
@@ -102,6 +104,9 @@ async def serve(
             return Response(b"", 499)  # nobody is listening any more
 
     prompt = index_prompt(call.blocks, call.model)
+    too_long = context_error(call, prompt.total)
+    if too_long is not None:  # refused before processing: nothing cached or billed
+        return error_response(wire, 400, *too_long)
     outcome = cache_usage(state, api_key, call, prompt)
     scripted = scripted_reply(call, state.script, prompt.digest) if state.script else None
     reply = scripted or plan_reply(call, prompt.digest, settings.default_output_tokens)
