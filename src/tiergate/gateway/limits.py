@@ -136,9 +136,7 @@ class Limiter:
         if not wanted:
             return NO_RESERVATION
         amount = max(0.0, amount)
-        totals = await asyncio.gather(
-            *(self.store.incr(c.key, amount, ttl=c.ttl) for c in wanted), return_exceptions=True
-        )
+        totals = await self._hold_all(wanted, amount)
         held: list[Counter] = []
         refused: Counter | None = None
         failure: BaseException | None = None
@@ -160,6 +158,20 @@ class Limiter:
             wait = seconds_to_next_day(now) if refused.period == "day" else None
             raise refusal(refused, wait or seconds_to_next_month(now))
         return hold
+
+    async def _hold_all(
+        self, wanted: Sequence[Counter], amount: float
+    ) -> list[float | BaseException]:
+        """Each counter's total after adding `amount` (or the error); several are sent
+        concurrently, one is awaited directly (a task per call costs ~50 us)."""
+        if len(wanted) == 1:
+            try:
+                return [await self.store.incr(wanted[0].key, amount, ttl=wanted[0].ttl)]
+            except Exception as err:  # noqa: BLE001 - sorted by the caller, as gather does
+                return [err]
+        return await asyncio.gather(
+            *(self.store.incr(c.key, amount, ttl=c.ttl) for c in wanted), return_exceptions=True
+        )
 
     async def settle(self, hold: Reservation, cost: float) -> None:
         """Replace the hold by the billed `cost` (0 releases it); a no-op once settled."""

@@ -26,6 +26,7 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.core.upstream import Target
+from tiergate.formats.depth import depth_error
 from tiergate.formats.errors import FormatError
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
@@ -36,11 +37,10 @@ from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
-from tiergate.gateway.prompt_size import prompt_tokens
 from tiergate.gateway.reservations import NO_RESERVATION, Reservation
 from tiergate.gateway.stream_close import ClosingStream
 from tiergate.gateway.usage import UsageRecord
-from tiergate.gateway.worst_case import request_worst_case
+from tiergate.gateway.worst_case import prompt_tokens_upper, request_worst_case
 from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
 from tiergate.recorder import Recorder
@@ -221,7 +221,7 @@ class Gateway:
         if req is None:
             amount = request_worst_case(offers, tokens, 0)
         else:
-            amount = request_worst_case(offers, prompt_tokens(req), req.max_tokens)
+            amount = request_worst_case(offers, prompt_tokens_upper(req), req.max_tokens)
         return await self.limiter.reserve(scopes, amount)
 
     def settle(self, hold: Reservation, cost: float) -> None:
@@ -249,6 +249,8 @@ class Gateway:
             raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
         if not isinstance(body, dict):
             raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
+        if (too_deep := depth_error(body)) is not None:  # re-encoding it would fail
+            raise GatewayError(400, too_deep, "invalid_request")
         return body
 
     def _dispatch_args(self, ctx: _Ctx) -> tuple[Any, ...]:

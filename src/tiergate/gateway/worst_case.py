@@ -1,24 +1,58 @@
 """The most a request can cost, known at admission: what a budget reservation holds.
 
-Prompt tokens are estimated from the parsed body (gateway/prompt_size.py, the
-same count `/v1/messages/count_tokens` answers). Output tokens are the
-request's `max_tokens` (`max_output_tokens`, `max_completion_tokens`), or
-DEFAULT_OUTPUT_TOKENS when it sets none, never more than the model's context
-window leaves. The price is the dearest of every model the plan may serve
-(its first choice and each fallback) on every channel that serves it, so a
-fallback to a dearer model cannot exceed what was held. Pure.
+Prompt tokens are estimated from the parsed body's characters, CHARS_PER_TOKEN
+to a token: tiergate's tokenizer (core.tokens) gives about 4 on prose and 3.2
+on an agent's code-heavy transcript, so 2.5 errs high (text of one character a
+token, such as CJK, is underestimated). It takes about 20 us on a 100 KB body,
+where the tokenizer takes milliseconds (bench/bench_admission.py). Output
+tokens are the request's `max_tokens` (`max_output_tokens`,
+`max_completion_tokens`), or DEFAULT_OUTPUT_TOKENS when it sets none, never
+more than the model's context window leaves. The price is the dearest of every
+model the plan may serve (its first choice and each fallback) on every channel
+that serves it, so a fallback to a dearer model cannot exceed what was held.
+Pure.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from tiergate.billing import worst_case_cost
 from tiergate.config import ModelConfig
+from tiergate.core.model import ChatRequest, ImagePart, RawBlock, TextPart
+from tiergate.formats import dumps
 
 #: Output cap assumed when a request sets no max_tokens (OpenAI's gpt-4o cap; an
 #: Anthropic request always sets one).
 DEFAULT_OUTPUT_TOKENS = 16_384
+CHARS_PER_TOKEN = 2.5
+IMAGE_TOKENS = 1600  # as gateway/count_tokens.py: an image near Anthropic's size cap
+MESSAGE_OVERHEAD = 4  # role markers and separators around each message
+
+
+def prompt_tokens_upper(req: ChatRequest) -> int:
+    """A high estimate of the prompt's tokens: its text, tool calls, kept blocks
+    and tool schemas at CHARS_PER_TOKEN characters a token, images at IMAGE_TOKENS."""
+    chars = sum(len(p.text) for p in req.system)
+    tokens = 0
+    for m in req.messages:
+        tokens += MESSAGE_OVERHEAD
+        for part in m.content:
+            if isinstance(part, TextPart):
+                chars += len(part.text)
+            elif isinstance(part, ImagePart):
+                tokens += IMAGE_TOKENS
+            elif isinstance(part, RawBlock):
+                chars += len(dumps(part.block))
+        for call in m.tool_calls:
+            chars += len(call.name) + len(call.arguments)
+    for tool in req.tools:
+        if tool.native is not None:
+            chars += len(dumps(tool.native))
+        else:
+            chars += len(tool.name) + len(tool.description) + len(dumps(tool.parameters))
+    return tokens + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def output_tokens(max_tokens: int | None, model: ModelConfig, prompt_tokens: int) -> int:
