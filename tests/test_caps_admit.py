@@ -1,0 +1,135 @@
+"""share_cap_mode: admit (routing.admission) against the literal suppress mode.
+
+Property: many interleaved sessions on one store, share cap 20 % binding from
+the first requests. In admit mode no session the engine escalated is ever
+served base while its tier stays strong (no rescue cut off partway), and the
+share stays bounded; in suppress mode a strong session over the cap is served
+base, the seed's literal rule.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from escalation_support import T0, SessionDriver, make_router
+from tiergate.routing.admission import (
+    AdmissionCounters,
+    admission_refused,
+    mean_session_turns,
+    projected_share,
+    remaining_turns,
+)
+from tiergate.routing.caps import ShareCounters
+from tiergate.state.memory import MemoryStore
+
+# (session index, difficulty high?) per request
+_traffic = st.lists(st.tuples(st.integers(0, 7), st.booleans()), min_size=40, max_size=160)
+
+
+async def _play(mode: str, traffic: list[tuple[int, bool]]) -> list[SessionDriver]:
+    store = MemoryStore(clock=lambda: T0)
+    router = make_router(share_cap_percent=20, share_warmup_requests=5, share_cap_mode=mode)
+    drivers = [SessionDriver(store, router, scope=f"default:s{i}") for i in range(8)]
+    now = T0
+    for i, high in traffic:
+        now += 7.0
+        d = drivers[i]
+        d.now = now
+        await d.turn(delta=0.9 if high else 0.2, idle=0.0)
+        now = d.now
+    return drivers
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_traffic)
+def test_admit_never_cuts_off_an_escalated_session(traffic: list[tuple[int, bool]]) -> None:
+    drivers = asyncio.run(_play("admit", traffic))
+    for d in drivers:
+        strong_run = False
+        for t in d.history:
+            dec = t.decision
+            if strong_run and dec.session_tier == "strong":
+                assert dec.serve_tier == "strong", dec.header  # never base mid-rescue
+            if dec.reason in ("de_escalated", "reset"):
+                strong_run = False
+            if dec.session_tier == "strong" and dec.serve_tier == "strong":
+                strong_run = True
+        assert not any(t.decision.reason == "de_escalated" for t in d.history)  # warm: never
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_traffic)
+def test_admit_share_stays_bounded(traffic: list[tuple[int, bool]]) -> None:
+    """Admitted runs are bounded by the sessions' own lengths: the strong share
+    never exceeds what was admitted below the cap plus the runs it committed."""
+    drivers = asyncio.run(_play("admit", traffic))
+    turns = [t for d in drivers for t in d.history]
+    strong = sum(t.decision.serve_tier == "strong" for t in turns)
+    admitted = sum(t.decision.reason in ("difficulty", "strikes") for t in turns)
+    # every escalation is admitted below the cap, so strong turns beyond the cap
+    # come only from runs already admitted: at most one full session each
+    assert strong <= 0.2 * len(turns) + admitted * max(len(d.history) for d in drivers) + 5
+
+
+def test_suppress_keeps_the_literal_rule() -> None:
+    """Over the cap a strong session is served base (denied:share_cap); admit serves it."""
+
+    async def run(mode: str) -> list[str | None]:
+        store = MemoryStore(clock=lambda: T0)
+        router = make_router(share_cap_percent=20, share_warmup_requests=5, share_cap_mode=mode)
+        hard = SessionDriver(store, router, scope="default:hard")
+        for _ in range(3):
+            await hard.turn(delta=0.9)
+        assert hard.history[-1].decision.session_tier == "strong"
+        easy = SessionDriver(store, router, scope="default:easy", now=hard.now)
+        for _ in range(3):
+            await easy.turn(delta=0.2)  # 6 requests, 2 strong: over 20 %
+        hard.now = easy.now
+        return [(await hard.turn(delta=0.9)).decision.header for _ in range(2)]
+
+    assert asyncio.run(run("suppress")) == ["base; reason=denied:share_cap"] * 2
+    assert asyncio.run(run("admit")) == ["strong", "strong"]
+
+
+def test_admit_refuses_a_new_escalation_at_the_cap() -> None:
+    """A second session asking at the cap is refused; the first keeps its run."""
+
+    async def run() -> tuple[str | None, str | None]:
+        store = MemoryStore(clock=lambda: T0)
+        router = make_router(share_cap_percent=20, share_warmup_requests=5, share_cap_mode="admit")
+        a = SessionDriver(store, router, scope="default:a")
+        for _ in range(3):
+            await a.turn(delta=0.9)
+        easy = SessionDriver(store, router, scope="default:easy", now=a.now)
+        for _ in range(4):
+            await easy.turn(delta=0.2)
+        b = SessionDriver(store, router, scope="default:b", now=easy.now)
+        for _ in range(3):
+            await b.turn(delta=0.9)
+        a.now = b.now
+        return b.history[-1].decision.header, (await a.turn(delta=0.9)).decision.header
+
+    b_header, a_header = asyncio.run(run())
+    assert b_header == "base; reason=denied:share_cap"
+    assert a_header == "strong"
+
+
+def test_projection_and_forecast() -> None:
+    share = ShareCounters(requests=100, strong_requests=18)
+    none = AdmissionCounters()
+    assert projected_share(share, none, 1.0, "requests") == 19 / 101
+    # two escalated sessions expect 6 more strong turns among 20 forecast turns
+    adm = AdmissionCounters(sessions=10, reserved=20, used=0, strong_reserved=6, strong_used=0)
+    p = projected_share(share, adm, 1.0 + 4.0, "requests")
+    assert p == (18 + 6 + 5) / (100 + 1 + 20)
+    assert admission_refused(share, adm, 20, "requests", 20, 5.0)
+    assert not admission_refused(share, none, 20, "requests", 20, 1.0)
+    assert not admission_refused(ShareCounters(10, 9), adm, 20, "requests", 20, 5.0)  # warm-up
+    assert admission_refused(share, none, 0, "requests", 20, 1.0)  # a cap of 0
+    assert mean_session_turns(100, 0) == 10.0  # the prior
+    assert mean_session_turns(400, 20) == 20.0
+    assert remaining_turns(10.0, 3) == 7.0
+    assert remaining_turns(10.0, 9) == 5.0  # at least half the mean
