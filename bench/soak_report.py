@@ -165,7 +165,8 @@ def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
             "achieved_rate": len(res) / seconds,
             "streamed": sum(r.stream for r in res),
             "by_kind": dict(Counter(r.kind for r in res)),
-            # per wire format: requests, streamed, tool turns, errors (soak_wire.py)
+            # per wire format: requests, streamed, tool turns, errors the soak did not
+            # inject itself (soak_wire.py); injected faults are counted under "errors"
             "by_wire": {
                 w: {
                     "sent": sum(r.wire == w for r in res),
@@ -173,7 +174,9 @@ def build_report(opts: Options, f: RunFacts) -> dict[str, Any]:
                     "tool_result": sum(
                         r.wire == w and r.kind.endswith(":tool_result") for r in res
                     ),
-                    "errors": sum(r.wire == w and r.error is not None for r in res),
+                    "errors": sum(
+                        r.wire == w and r.error is not None and not r.injected for r in res
+                    ),
                 }
                 for w in sorted({r.wire for r in res})
             },
