@@ -10,10 +10,10 @@ from tiergate.config import EscalationConfig, RouterConfig, Thresholds
 from tiergate.routing.escalation import (
     EscalationDecision,
     EscalationInputs,
-    read_escalation_snapshot,
     resolve_escalation,
 )
 from tiergate.routing.escalation_commit import CommitResult, commit_escalation
+from tiergate.routing.escalation_read import read_escalation_snapshot
 from tiergate.routing.strikes import Strike
 from tiergate.routing.tier_state import TierState, TurnOutcome, tier_state_key
 from tiergate.state.base import StateStore

@@ -25,11 +25,11 @@ from tiergate.routing.escalation import (
     EscalationSnapshot,
     RecordTurn,
     effective_delta_threshold,
-    explain_escalation,
     in_canary,
     resolve_escalation,
 )
 from tiergate.routing.escalation_commit import commit_escalation
+from tiergate.routing.escalation_read import explain_escalation
 from tiergate.routing.tier_state import TierState, TurnOutcome
 from tiergate.state.base import StateUnavailable
 from tiergate.state.memory import MemoryStore

@@ -16,8 +16,9 @@ import redis.asyncio as aioredis
 
 from escalation_support import SessionDriver, make_router
 from tiergate.config import RouterConfig
-from tiergate.routing.escalation import EscalationDecision, explain_escalation
+from tiergate.routing.escalation import EscalationDecision
 from tiergate.routing.escalation_commit import CommitResult, commit_escalation
+from tiergate.routing.escalation_read import explain_escalation
 from tiergate.routing.tier_state import TierState, TurnOutcome
 from tiergate.state.base import TransactFn
 from tiergate.state.redis import RedisStore

@@ -41,10 +41,10 @@ from tiergate.config import UNMAPPED_CACHE_WINDOW, RouterConfig
 from tiergate.routing.escalation import (
     EscalationDecision,
     EscalationInputs,
-    read_escalation_snapshot,
     resolve_escalation,
 )
 from tiergate.routing.escalation_commit import CommitResult, commit_escalation
+from tiergate.routing.escalation_read import read_escalation_snapshot
 from tiergate.routing.tier_state import TierState, TurnOutcome, tier_state_key
 from tiergate.state.memory import MemoryStore
 

@@ -16,9 +16,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tiergate.config import RouterConfig
-from tiergate.routing import affinity, bands, escalation
+from tiergate.routing import affinity, bands, escalation_read
 from tiergate.routing.affinity import PinRead, Pins
-from tiergate.routing.escalation import EscalationSnapshot, SnapshotRead
+from tiergate.routing.escalation import EscalationSnapshot
+from tiergate.routing.escalation_read import SnapshotRead
 from tiergate.routing.percentile import ScoreHistogram, histogram_from_values
 
 
@@ -83,7 +84,9 @@ def plan_read(
 ) -> ReadPlan:
     """The read for a router request whose candidates are `models`."""
     snap = (
-        escalation.plan_snapshot_read(router, scope, workspace_id, now) if escalation_on else None
+        escalation_read.plan_snapshot_read(router, scope, workspace_id, now)
+        if escalation_on
+        else None
     )
     pins = None
     strong_key = None

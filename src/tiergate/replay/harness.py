@@ -39,10 +39,10 @@ from tiergate.routing.escalation import (
     EscalationDecision,
     EscalationInputs,
     EscalationSnapshot,
-    read_escalation_snapshot,
     resolve_escalation,
 )
 from tiergate.routing.escalation_commit import commit_escalation
+from tiergate.routing.escalation_read import read_escalation_snapshot
 from tiergate.routing.tier_state import Tier, TurnOutcome
 from tiergate.state.base import StateStore
 from tiergate.state.memory import MemoryStore
