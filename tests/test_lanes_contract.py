@@ -8,169 +8,46 @@ so "the TTL elapsed" needs no sleeping; Redis TTLs are relative to it.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable
-from pathlib import Path
-from uuid import uuid4
 
-import pytest
-from redis.asyncio import Redis
-
-from tiergate.core.model import Message, TextPart, ToolCall
+from lanes_store_support import (
+    CANDIDATES,
+    LEASE,
+    PRINCIPAL,
+    SESSION,
+    T0,
+    TOOL_ID,
+    TTL,
+    Clock,
+    StoreFactory,
+    close_tiers,
+    crash,
+    expect_error,
+    make_store,
+    prepare,
+    rec,
+    stored,
+    tiers_on,
+    tool_turn,
+    turn,
+    user,
+)
+from tiergate.core.model import Message
 from tiergate.lanes import (
-    CapacityExhausted,
     LaneRecord,
-    LaneStore,
     MemoryLaneStore,
     PreparedTurn,
-    RedisLaneStore,
-    RouteCandidate,
     SessionTierError,
-    SessionTiers,
-    SessionTierSettings,
     SqliteLaneStore,
-    TierTurn,
     TurnOutcome,
-    migrate,
 )
 from tiergate.lanes.flow import renew
 from tiergate.lanes.operator import lane_refs, lane_views, release_lane
 
-TTL = 60
-LEASE = 10  # the in-flight lease, renewed by its holder; the lane lives TTL
-T0 = 1_900_000_000.0
-SESSION = "sess-SECRET-4711"
-PRINCIPAL = "principal-SECRET-ws1"
-PROMPT = "PROMPT-SECRET-please-refactor"
-TOOL_ID = "call_SECRET_tool_77"
-TOOL_ARGS = '{"path": "ARG-SECRET-file.py"}'
-TOOL_RESULT = "RESULT-SECRET-42 passed"
-SECRETS = (SESSION, PRINCIPAL, PROMPT, TOOL_ID, TOOL_ARGS, "ARG-SECRET", TOOL_RESULT)
-
-CANDIDATES = [
-    RouteCandidate("openai-main/m1", "m1", 1, "openai"),
-    RouteCandidate("azure-east/m1", "m1", 1, "azure"),
-    RouteCandidate("openai-main/m2", "m2", 2, "openai"),
-]
-
-StoreFactory = Callable[..., LaneStore]
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-@pytest.fixture(params=["memory", "sqlite", "redis"])
-async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
-    """A factory of handles onto ONE shared storage (a second handle is a second
-    gateway instance for SQLite and Redis; memory is process-local by design)."""
-    backend: str = request.param
-    opened: list[LaneStore] = []
-    memory: list[MemoryLaneStore] = []
-    prefix = f"test:{uuid4().hex}:"
-    path = tmp_path / "lanes.db"
-    redis_url = request.getfixturevalue("redis_url") if backend == "redis" else ""
-    if backend == "sqlite":
-        migrate(path)
-
-    def make(capacity: int = 10_000) -> LaneStore:
-        store: LaneStore
-        if backend == "memory":
-            if not memory:
-                memory.append(MemoryLaneStore(capacity=capacity))
-            return memory[0]
-        if backend == "sqlite":
-            store = SqliteLaneStore(path, capacity=capacity)
-        else:
-            store = RedisLaneStore(Redis.from_url(redis_url), key_prefix=prefix, capacity=capacity)
-        opened.append(store)
-        return store
-
-    yield make
-    if backend == "redis":
-        client = Redis.from_url(redis_url)
-        keys = [k async for k in client.scan_iter(match=f"{prefix}*")]
-        if keys:
-            await client.delete(*keys)
-        await client.aclose()
-    for store in opened:
-        await store.close()
-
-
-OPENED: list[SessionTiers] = []
-
-
-@pytest.fixture(autouse=True)
-async def close_tiers() -> AsyncIterator[None]:
-    """Stop the lease renewals of every facade a test opened (a crash is simulated
-    by stopping one: `crash`)."""
-    yield
-    while OPENED:
-        await OPENED.pop().close()
-
-
-def tiers_on(
-    store: LaneStore, clock: Clock, revision: str = "rev-1", lease: int = TTL
-) -> SessionTiers:
-    tiers = SessionTiers(SessionTierSettings(True, TTL, lease), store, revision, clock=clock)
-    OPENED.append(tiers)
-    return tiers
-
-
-def crash(tiers: SessionTiers, prepared: PreparedTurn) -> None:
-    """The holder dies mid-turn: it stops renewing and never finalizes."""
-    tiers.renewals.stop(prepared.lease)
-
-
-def turn(
-    lane: str = "main", model: str = "openai:m1", tier: int = 1, session: str = SESSION
-) -> TierTurn:
-    return TierTurn("managed", "coding", lane, model, tier, session=session)
-
-
-def user(text: str = PROMPT) -> Message:
-    return Message(role="user", content=[TextPart(text)])
-
-
-def tool_turn() -> list[Message]:
-    return [
-        user(),
-        Message(role="assistant", tool_calls=[ToolCall(TOOL_ID, "edit", TOOL_ARGS)]),
-        Message(role="tool", content=[TextPart(TOOL_RESULT)], tool_call_id=TOOL_ID),
-    ]
-
-
-async def prepare(
-    tiers: SessionTiers,
-    t: TierTurn | None = None,
-    messages: list[Message] | None = None,
-    principal: str = PRINCIPAL,
-) -> PreparedTurn:
-    return await tiers.prepare(principal, t or turn(), messages or [user()], CANDIDATES)
-
-
-async def expect_error(coro: object, status: int, code: str) -> SessionTierError:
-    with pytest.raises(SessionTierError) as info:
-        await coro  # type: ignore[misc]
-    assert (info.value.status, info.value.code) == (status, code)
-    return info.value
-
-
-async def stored(store: LaneStore, prepared: PreparedTurn, now: float) -> LaneRecord | None:
-    v = await store.load(prepared.lease.scope, now)
-    return v.record if v else None
-
+#: pytest fixtures from the support module, used by name in the tests below
+FIXTURES = (close_tiers, make_store)
 
 # ---- the raw compare-and-swap contract ----------------------------------------------
-
-
-def rec(scope: str, expires_at: float, model: str = "openai:m1") -> LaneRecord:
-    return LaneRecord(scope, "main", model, 1, None, "r", expires_at, outstanding=("ab", "cd"))
 
 
 async def test_swap_is_compare_and_swap(make_store: StoreFactory) -> None:
@@ -488,163 +365,3 @@ async def test_unknown_tool_state_ends_with_a_revision_change(make_store: StoreF
 
 async def test_default_capacity_is_ten_thousand(make_store: StoreFactory) -> None:
     assert make_store().capacity == 10_000
-
-
-# ---- nothing sensitive reaches storage or logs ----------------------------------------
-
-
-async def raw_storage(store: LaneStore) -> bytes:
-    if isinstance(store, MemoryLaneStore):
-        return repr(vars(store)).encode()
-    if isinstance(store, SqliteLaneStore):
-        data = b""
-        for suffix in ("", "-wal", "-journal"):
-            p = Path(store.path + suffix)
-            if p.exists():
-                data += p.read_bytes()
-        with sqlite3.connect(store.path) as conn:
-            data += repr(conn.execute("SELECT * FROM session_tiers").fetchall()).encode()
-        return data
-    assert isinstance(store, RedisLaneStore)
-    data = b""
-    async for key in store.client.scan_iter(match=f"{store.prefix}*"):
-        kind = await store.client.type(key)
-        if kind == b"hash":
-            data += key + repr(await store.client.hgetall(key)).encode()
-        else:
-            data += key + repr(await store.client.zrange(key, 0, -1, withscores=True)).encode()
-    return data
-
-
-async def test_no_plaintext_reaches_storage_or_logs(
-    make_store: StoreFactory, caplog: pytest.LogCaptureFixture
-) -> None:
-    caplog.set_level(logging.DEBUG)
-    clock = Clock()
-    store = make_store()
-    tiers = tiers_on(store, clock)
-    p = await prepare(tiers, turn(), [user()])
-    await tiers.finalize(p, TurnOutcome(True, "openai-main/m1", (TOOL_ID,)))
-    p = await prepare(tiers, turn(), tool_turn())
-    await tiers.finalize(p, TurnOutcome(True, "openai-main/m1", (TOOL_ID + "-2",)))
-    p = await prepare(tiers, turn(lane="aux"), [*tool_turn(), user()])
-    await expect_error(prepare(tiers, turn(lane="aux")), 409, "session_tier_busy")
-    await tiers.finalize(p, TurnOutcome(False, credential_failure=True))
-    raw = await raw_storage(store)
-    assert len(raw) > 100  # the dump really saw the lane
-    for secret in SECRETS:
-        assert secret.encode() not in raw, secret
-        assert secret not in caplog.text, secret
-
-
-# ---- unavailable storage ---------------------------------------------------------------
-
-
-async def test_missing_store_is_503() -> None:
-    tiers = SessionTiers(SessionTierSettings(True, TTL), None, "rev")
-    await expect_error(prepare(tiers), 503, "session_tier_storage_unavailable")
-
-
-async def test_sqlite_missing_table_is_503_and_never_created(tmp_path: Path) -> None:
-    path = tmp_path / "unmigrated.db"
-    sqlite3.connect(path).close()  # the file exists, the table does not
-    store = SqliteLaneStore(path)
-    tiers = tiers_on(store, Clock())
-    await expect_error(prepare(tiers), 503, "session_tier_storage_unavailable")
-    await store.close()
-    with sqlite3.connect(path) as conn:
-        tables = conn.execute("SELECT name FROM sqlite_master WHERE type='table'").fetchall()
-    assert tables == []
-
-
-async def test_sqlite_missing_file_is_503_and_not_created(tmp_path: Path) -> None:
-    path = tmp_path / "absent.db"
-    store = SqliteLaneStore(path)
-    await expect_error(prepare(tiers_on(store, Clock())), 503, "session_tier_storage_unavailable")
-    assert not path.exists()
-    assert not await store.ping()
-
-
-async def test_sqlite_failing_mid_conversation_is_503(tmp_path: Path) -> None:
-    path = tmp_path / "lanes.db"
-    migrate(path)
-    store = SqliteLaneStore(path)
-    tiers = tiers_on(store, Clock())
-    p = await prepare(tiers)
-    with sqlite3.connect(path) as conn:
-        conn.execute("DROP TABLE session_tiers")
-    await expect_error(
-        tiers.finalize(p, TurnOutcome(True)), 503, "session_tier_storage_unavailable"
-    )
-    await store.close()
-
-
-async def test_redis_unreachable_is_503() -> None:
-    client = Redis.from_url("redis://127.0.0.1:1/0", socket_connect_timeout=0.5)
-    store = RedisLaneStore(client, key_prefix="test:unreachable:")
-    await expect_error(prepare(tiers_on(store, Clock())), 503, "session_tier_storage_unavailable")
-    assert not await store.ping()
-    await store.close()
-
-
-async def test_sqlite_lanes_survive_a_restart(tmp_path: Path) -> None:
-    path = tmp_path / "lanes.db"
-    migrate(path)
-    clock = Clock()
-    before = SqliteLaneStore(path)
-    p = await prepare(tiers_on(before, clock))
-    assert await tiers_on(before, clock).finalize(p, TurnOutcome(True, "azure-east/m1", ()))
-    await before.close()
-    after = SqliteLaneStore(path)  # a new process on the same file
-    again = await prepare(tiers_on(after, clock), messages=[user(), user()])
-    assert not again.new_binding and again.candidates[0].route_id == "azure-east/m1"
-    await after.close()
-
-
-async def test_memory_store_holds_exactly_ten_thousand_live_lanes() -> None:
-    store = MemoryLaneStore()
-    for i in range(10_000):
-        assert await store.swap(f"s{i}", None, rec(f"s{i}", T0 + 10), T0)
-    with pytest.raises(CapacityExhausted):
-        await store.swap("one-more", None, rec("one-more", T0 + 10), T0)
-    assert await store.swap("one-more", None, rec("one-more", T0 + 20), T0 + 10)  # pruned
-    assert await store.live_count(T0 + 10) == 1
-
-
-def test_migration_is_additive_and_idempotent(tmp_path: Path) -> None:
-    path = tmp_path / "shared.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute("CREATE TABLE usage (id INTEGER PRIMARY KEY, n INTEGER)")
-        conn.execute("INSERT INTO usage (n) VALUES (7)")
-    migrate(path)
-    migrate(f"sqlite:///{path}")  # twice, and by URL
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT n FROM usage").fetchall() == [(7,)]
-        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
-    assert {"usage", "session_tiers", "session_tiers_expires_at"} <= names
-
-
-async def test_migrate_adds_the_turn_mark_column_to_an_older_table(tmp_path: Path) -> None:
-    """A table created by the first release (no completed_turn column) is
-    extended in place by migrate, rows kept, and the store works on it."""
-    path = tmp_path / "old.db"
-    with sqlite3.connect(path) as conn:
-        conn.execute(
-            "CREATE TABLE session_tiers (scope TEXT PRIMARY KEY, lane TEXT NOT NULL, "
-            "approved_model TEXT NOT NULL, approved_tier INTEGER NOT NULL, actual_route TEXT, "
-            "revision TEXT NOT NULL, expires_at REAL NOT NULL, generation INTEGER NOT NULL, "
-            "completed_user_turns INTEGER NOT NULL, last_turn_ok INTEGER NOT NULL, "
-            "tools_unknown INTEGER NOT NULL, outstanding TEXT NOT NULL, lease_id TEXT, "
-            "lease_expires_at REAL, etag TEXT NOT NULL)"
-        )
-    migrate(path)
-    migrate(path)  # idempotent
-    with sqlite3.connect(path) as conn:
-        columns = {row[1] for row in conn.execute("PRAGMA table_info(session_tiers)")}
-    assert "completed_turn" in columns
-    store = SqliteLaneStore(path)
-    clock = Clock()
-    tiers = tiers_on(store, clock)
-    p = await prepare(tiers)
-    assert await tiers.finalize(p, TurnOutcome(True, "azure-east/m1", ()))
-    await store.close()
