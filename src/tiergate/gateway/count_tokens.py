@@ -17,43 +17,19 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 import tiergate.formats.anthropic as anthropic_fmt
-from tiergate.core.model import ChatRequest, ImagePart, RawBlock, TextPart
+from tiergate.core.model import ChatRequest
 from tiergate.core.tokens import count_tokens
-from tiergate.formats import dumps
 from tiergate.formats.errors import FormatError
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import ANTHROPIC
 from tiergate.gateway.pipeline import Gateway
-
-IMAGE_TOKENS = 1600  # Anthropic's figure for an image near its 1.15 megapixel cap
-MESSAGE_OVERHEAD = 4  # role markers and separators around each message
+from tiergate.gateway.prompt_parts import fixed_tokens, prompt_texts
 
 
 def prompt_tokens(req: ChatRequest) -> int:
-    """Estimated input tokens: system, messages, tool calls and results, tool schemas.
-
-    Thinking from earlier turns is not counted: Anthropic strips it from the
-    context. Blocks kept verbatim count as their JSON text.
-    """
-    total = sum(count_tokens(p.text) for p in req.system)
-    for m in req.messages:
-        total += MESSAGE_OVERHEAD
-        for part in m.content:
-            if isinstance(part, TextPart):
-                total += count_tokens(part.text)
-            elif isinstance(part, ImagePart):
-                total += IMAGE_TOKENS
-            elif isinstance(part, RawBlock):
-                total += count_tokens(dumps(part.block))
-        for call in m.tool_calls:
-            total += count_tokens(call.name) + count_tokens(call.arguments)
-    for tool in req.tools:
-        if tool.native is not None:
-            total += count_tokens(dumps(tool.native))
-        else:
-            total += count_tokens(tool.name) + count_tokens(tool.description)
-            total += count_tokens(dumps(tool.parameters))
-    return total
+    """Estimated input tokens: every prompt text tokenized, plus the fixed costs
+    of messages and images (gateway/prompt_parts.py)."""
+    return sum(count_tokens(t) for t in prompt_texts(req)) + fixed_tokens(req)
 
 
 async def count_tokens_endpoint(gateway: Gateway, request: Request) -> Response:

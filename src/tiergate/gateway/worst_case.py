@@ -20,39 +20,20 @@ from collections.abc import Iterable
 
 from tiergate.billing import worst_case_cost
 from tiergate.config import ModelConfig
-from tiergate.core.model import ChatRequest, ImagePart, RawBlock, TextPart
-from tiergate.formats import dumps
+from tiergate.core.model import ChatRequest
+from tiergate.gateway.prompt_parts import fixed_tokens, prompt_texts
 
 #: Output cap assumed when a request sets no max_tokens (OpenAI's gpt-4o cap; an
 #: Anthropic request always sets one).
 DEFAULT_OUTPUT_TOKENS = 16_384
 CHARS_PER_TOKEN = 2.5
-IMAGE_TOKENS = 1600  # as gateway/count_tokens.py: an image near Anthropic's size cap
-MESSAGE_OVERHEAD = 4  # role markers and separators around each message
 
 
 def prompt_tokens_upper(req: ChatRequest) -> int:
-    """A high estimate of the prompt's tokens: its text, tool calls, kept blocks
-    and tool schemas at CHARS_PER_TOKEN characters a token, images at IMAGE_TOKENS."""
-    chars = sum(len(p.text) for p in req.system)
-    tokens = 0
-    for m in req.messages:
-        tokens += MESSAGE_OVERHEAD
-        for part in m.content:
-            if isinstance(part, TextPart):
-                chars += len(part.text)
-            elif isinstance(part, ImagePart):
-                tokens += IMAGE_TOKENS
-            elif isinstance(part, RawBlock):
-                chars += len(dumps(part.block))
-        for call in m.tool_calls:
-            chars += len(call.name) + len(call.arguments)
-    for tool in req.tools:
-        if tool.native is not None:
-            chars += len(dumps(tool.native))
-        else:
-            chars += len(tool.name) + len(tool.description) + len(dumps(tool.parameters))
-    return tokens + math.ceil(chars / CHARS_PER_TOKEN)
+    """A high estimate of the prompt's tokens: every prompt text at CHARS_PER_TOKEN
+    characters a token, plus the fixed costs of messages and images."""
+    chars = sum(len(t) for t in prompt_texts(req))
+    return fixed_tokens(req) + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def output_tokens(max_tokens: int | None, model: ModelConfig, prompt_tokens: int) -> int:
