@@ -50,6 +50,7 @@ from tiergate.lanes.hashing import revision_hash, scope_hash
 from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier, strip_session_tier
 from tiergate.lanes.outage import OutageLog
 from tiergate.lanes.pending import PendingCompletions
+from tiergate.lanes.record import LaneRecord
 from tiergate.lanes.renew import LeaseRenewals
 from tiergate.lanes.settings import SessionTierSettings
 from tiergate.lanes.store_base import LaneStore
@@ -212,6 +213,39 @@ def _release_later(
     pending.add(lambda: finalize(store, lease, outcome, ttl=ttl, now=pending.clock()), expires_at)
 
 
+async def _swap_own_lease(
+    store: LaneStore | None,
+    lease: Lease,
+    op: str,
+    plan: Callable[[LaneRecord | None], tuple[bool, LaneRecord | None]],
+    now: float,
+    outage: OutageLog | None,
+) -> bool:
+    """Compare-and-swap the lane's record to what `plan(current)` says while the
+    lease is this request's: (held, record), record None deleting the lane. Not
+    held: False, nothing written. A store error raises 503
+    session_tier_storage_unavailable."""
+    if store is None:
+        raise storage_unavailable()
+    for _ in range(SWAP_ATTEMPTS):
+        try:
+            current = await store.load(lease.scope, now)
+            held, record = plan(current.record if current else None)
+            if not held:
+                return False
+            assert current is not None
+            swapped = await store.swap(lease.scope, current.etag, record, now)
+        except (StorageUnavailable, CapacityExhausted) as err:
+            if outage is not None:
+                outage.failed(op, err)
+            raise _mapped(err) from None
+        if outage is not None:
+            outage.succeeded()
+        if swapped:
+            return True
+    return False
+
+
 async def finalize(
     store: LaneStore | None,
     lease: Lease,
@@ -223,35 +257,23 @@ async def finalize(
 ) -> bool:
     """Record the turn and release its lease. False: the lease was already gone
     (expired or replaced), so this late completion changed nothing."""
-    if store is None:
-        raise storage_unavailable()
-    for _ in range(SWAP_ATTEMPTS):
-        try:
-            current = await store.load(lease.scope, now)
-            plan = plan_finalize(
-                current.record if current else None,
-                lease_id=lease.lease_id,
-                resolved=lease.resolved,
-                user_turns=lease.user_turns,
-                turn_mark=lease.turn_mark,
-                outcome=outcome,
-                now=now,
-                ttl=ttl,
-            )
-            if not plan.applied:
-                log.info("session tier late completion ignored: lease no longer held")
-                return False
-            assert current is not None
-            swapped = await store.swap(lease.scope, current.etag, plan.record, now)
-        except (StorageUnavailable, CapacityExhausted) as err:
-            if outage is not None:
-                outage.failed("finalize", err)
-            raise _mapped(err) from None
-        if outage is not None:
-            outage.succeeded()
-        if swapped:
-            return True
-    return False
+
+    def plan(current: LaneRecord | None) -> tuple[bool, LaneRecord | None]:
+        done = plan_finalize(
+            current,
+            lease_id=lease.lease_id,
+            resolved=lease.resolved,
+            user_turns=lease.user_turns,
+            turn_mark=lease.turn_mark,
+            outcome=outcome,
+            now=now,
+            ttl=ttl,
+        )
+        if not done.applied:
+            log.info("session tier late completion ignored: lease no longer held")
+        return done.applied, done.record
+
+    return await _swap_own_lease(store, lease, "finalize", plan, now, outage)
 
 
 async def renew(
@@ -265,30 +287,12 @@ async def renew(
     """Extend a lease its request still holds. False: the request no longer holds
     it (released by an operator, lapsed and taken over, or already finalized), so
     renewing stops. A store error raises 503 session_tier_storage_unavailable."""
-    if store is None:
-        raise storage_unavailable()
-    for _ in range(SWAP_ATTEMPTS):
-        try:
-            current = await store.load(lease.scope, now)
-            record = plan_renew(
-                current.record if current else None,
-                lease_id=lease.lease_id,
-                now=now,
-                lease_seconds=lease_seconds,
-            )
-            if record is None:
-                return False
-            assert current is not None
-            swapped = await store.swap(lease.scope, current.etag, record, now)
-        except (StorageUnavailable, CapacityExhausted) as err:
-            if outage is not None:
-                outage.failed("renew", err)
-            raise _mapped(err) from None
-        if outage is not None:
-            outage.succeeded()
-        if swapped:
-            return True
-    return False
+
+    def plan(current: LaneRecord | None) -> tuple[bool, LaneRecord | None]:
+        record = plan_renew(current, lease_id=lease.lease_id, now=now, lease_seconds=lease_seconds)
+        return record is not None, record
+
+    return await _swap_own_lease(store, lease, "renew", plan, now, outage)
 
 
 async def release_on_failure(
