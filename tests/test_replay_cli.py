@@ -121,3 +121,10 @@ def test_pick_sessions_spreads_over_the_corpus() -> None:
     facts = extract(generate_corpus(sessions=20))
     assert pick_sessions(facts, None) == list(range(20))
     assert pick_sessions(facts, 5) == [0, 4, 8, 12, 16]
+
+
+def test_cli_accepts_the_cap_mode_policies() -> None:
+    from tiergate.replay.experiments import CAP_MODE_POLICIES
+    from tiergate.replay_cli import CAP_MODE_POLICY_NAMES
+
+    assert set(CAP_MODE_POLICY_NAMES) == set(CAP_MODE_POLICIES)

@@ -39,6 +39,10 @@ SCORER_POLICY_NAMES = (
     "escalation-lexical",
     "escalation-lexical-uncapped",
 )
+#: ... and with each `escalation.share_cap_mode` named explicitly
+#: (tiergate.replay.experiments.CAP_MODE_POLICIES).
+CAP_MODE_POLICY_NAMES = ("escalation-admit", "escalation-suppress")
+EXTRA_POLICY_NAMES = SCORER_POLICY_NAMES + CAP_MODE_POLICY_NAMES
 #: Log formats `replay import` reads (tiergate.replay.importers.FORMATS, checked by tests).
 IMPORT_FORMATS = (
     "auto",
@@ -114,9 +118,9 @@ def add_replay_parser(subparsers: Any) -> None:
         "--policy",
         nargs="+",
         metavar="NAME",
-        choices=POLICY_NAMES + SCORER_POLICY_NAMES,
+        choices=POLICY_NAMES + EXTRA_POLICY_NAMES,
         help=f"policies to replay (default all): {', '.join(POLICY_NAMES)}; "
-        f"also {', '.join(SCORER_POLICY_NAMES)}",
+        f"also {', '.join(EXTRA_POLICY_NAMES)}",
     )
     r.add_argument("--json", metavar="OUT", help="write the metrics JSON here ('-' for stdout)")
     r.add_argument(
@@ -167,7 +171,7 @@ def add_replay_parser(subparsers: Any) -> None:
     _add_explain(sub)
     from tiergate.replay.counterfactual_cli import add_counterfactual_parser
 
-    add_counterfactual_parser(sub, _lazy("cmd_counterfactual"), POLICY_NAMES + SCORER_POLICY_NAMES)
+    add_counterfactual_parser(sub, _lazy("cmd_counterfactual"), POLICY_NAMES + EXTRA_POLICY_NAMES)
 
 
 def _add_import(sub: Any) -> None:
@@ -247,7 +251,7 @@ def _add_explain(sub: Any) -> None:
         "--policy",
         default="escalation",
         metavar="NAME",
-        choices=[n for n in POLICY_NAMES + SCORER_POLICY_NAMES if n.startswith("escalation")],
+        choices=[n for n in POLICY_NAMES + EXTRA_POLICY_NAMES if n.startswith("escalation")],
         help="an engine policy (default escalation: the shipped, capped engine)",
     )
     ex.add_argument(
