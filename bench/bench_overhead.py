@@ -60,6 +60,12 @@ def parse_args(argv: list[str] | None, prog: str | None) -> argparse.Namespace:
     p.add_argument("--litellm", action="store_true", help="also measure the LiteLLM proxy")
     p.add_argument("--litellm-venv", type=Path, default=None, help="LiteLLM venv path")
     p.add_argument("--no-install", action="store_true", help="never pip-install LiteLLM")
+    p.add_argument(
+        "--body-kb",
+        type=int,
+        default=0,
+        help="grow the agent body to at least this many KB with earlier turns (0: ~12 KB)",
+    )
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     p.add_argument("--name", default=None, help="name of the JSON in bench/out/")
     args = p.parse_args(argv)
@@ -92,12 +98,13 @@ def _phase(
     session: bool,
     duration: float = 120.0,
     group: str | None = None,
+    body_kb: int = 0,
 ) -> dict[str, Any]:
     return {
         "label": label,
         "ports": _port(proc),
         "headers": {"authorization": f"Bearer {token}"},
-        "body": json.dumps(common.agent_body(model, stream=stream)),
+        "body": json.dumps(common.agent_body(model, stream=stream, pad_kb=body_kb)),
         "stream": stream,
         "session_header": SESSION_HEADER if session else None,
         "session_prefix": uuid.uuid4().hex[:10],
@@ -140,6 +147,7 @@ def measure_target(
                         requests=per_round,
                         warmup=warm,
                         session=False,
+                        body_kb=args.body_kb,
                     )
                 )
                 phases.append(
@@ -153,6 +161,7 @@ def measure_target(
                         requests=per_round,
                         warmup=warm,
                         session=session,
+                        body_kb=args.body_kb,
                     )
                 )
     if not args.no_sweep:
@@ -170,6 +179,7 @@ def measure_target(
                     session=session,
                     duration=args.sweep_seconds,
                     group=name,
+                    body_kb=args.body_kb,
                 )
             )
     spec = {"cpu": load_cpu, "watch": {"server": server.pid, "sim": sim.pid}, "phases": phases}

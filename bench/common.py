@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
 import yaml
 
 # Re-exported, so one import gives a benchmark everything it needs.
@@ -386,9 +387,13 @@ SESSION_ID = "@@SID@@"
 
 
 def agent_body(
-    model: str, *, stream: bool = False, per_session_prefix: bool = False
+    model: str, *, stream: bool = False, per_session_prefix: bool = False, pad_kb: int = 0
 ) -> dict[str, Any]:
     """A fixed agent-shaped chat request (~2.2k prompt tokens, tools, tool results).
+
+    `pad_kb` grows it to at least that many KB the way a session grows: earlier
+    read_file turns (a call and its ~2 KB result) before the latest two, so the
+    body is a long agent history rather than one huge message.
 
     The latest message is a tool result carrying COUNTER, as in an agent loop.
     `per_session_prefix` starts the system prompt with SESSION_ID, so every session
@@ -430,6 +435,16 @@ def agent_body(
         },
         {"role": "tool", "tool_call_id": "call_2", "content": f"{tests}\nrun {COUNTER}"},
     ]
+    history = messages[2:4]
+    turn = 0
+    while len(orjson.dumps(messages)) < pad_kb * 1024:
+        turn += 1
+        call = {**history[0]["tool_calls"][0], "id": f"call_h{turn}"}
+        earlier = [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {**history[1], "tool_call_id": f"call_h{turn}", "content": f"{source}\n// {turn}"},
+        ]
+        messages[2:2] = earlier
     body: dict[str, Any] = {"model": model, "messages": messages, "tools": TOOLS}
     if stream:
         body["stream"] = True
