@@ -7,6 +7,7 @@ redis-server (servers.PrivateRedis), never the shared one.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from uuid import uuid4
@@ -292,6 +293,49 @@ async def test_a_cancelled_connect_does_not_cancel_it_for_others(private: Privat
             await first
     finally:
         await c.close()
+
+
+async def test_a_stalled_loop_does_not_read_a_healthy_redis_as_down(redis_url: str) -> None:
+    """CI saw this: under load the loop stalled past the 0.5 s connect deadline, the
+    timer beat the finished connect, and budgets failed open on a healthy Redis."""
+    c = fast(redis_url, connect_timeout=0.1)
+    try:
+        for attempt in range(3):  # the stall lands before, during and after the dial
+            call = asyncio.ensure_future(c.call("PING"))
+            for _ in range(attempt):
+                await asyncio.sleep(0)
+            time.sleep(0.4)  # the whole loop blocked, as a starved thread is
+            assert await call == b"PONG"
+            await c.close()
+    finally:
+        await c.close()
+
+
+async def test_an_unanswered_connect_still_times_out() -> None:
+    """The grace is for a late loop only: a listener that never accepts (a full
+    backlog stands in for a black-holed host) still fails within the deadline."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        fillers = []
+        try:
+            for _ in range(8):  # fill the accept queue so further SYNs go unanswered
+                f = socket.socket()
+                f.setblocking(False)
+                with contextlib.suppress(BlockingIOError):
+                    f.connect(("127.0.0.1", port))
+                fillers.append(f)
+            c = RespClient("127.0.0.1", port, connect_timeout=0.2)
+            started = time.monotonic()
+            with pytest.raises(StateUnavailable):
+                await c.call("PING")
+            assert time.monotonic() - started < 1.0
+        finally:
+            for f in fillers:
+                f.close()
 
 
 # ---- URLs -----------------------------------------------------------------------------------

@@ -42,6 +42,12 @@ UNAVAILABLE_PREFIXES = (
     "READONLY",
 )
 
+#: A connect deadline noticed this late (seconds) means the loop stalled, not Redis.
+STALL_SLACK = 0.1
+#: The extra wait such a stall earns, and how many times in one connect.
+STALL_GRACE = 0.05
+STALL_GRACES = 3
+
 _pack = cast("Callable[[tuple[Arg, ...]], bytes]", hiredis.pack_command)
 pack = _pack
 
@@ -283,12 +289,7 @@ class RespClient:
             with contextlib.suppress(RuntimeError):  # its loop may be closed already
                 old.transport.abort()
         try:
-            async with asyncio.timeout(self.connect_timeout):
-                _, conn = await loop.create_connection(
-                    lambda: _Connection(loop, self.socket_timeout, self.where),
-                    self.host,
-                    self.port,
-                )
+            conn = await self._dial(loop)
         except (OSError, TimeoutError) as err:
             raise StateUnavailable(f"redis {self.where}: connect: {err!r}") from err
         if self._setup:
@@ -303,6 +304,39 @@ class RespClient:
                 raise
         self._conn = conn
         return conn
+
+    async def _dial(self, loop: asyncio.AbstractEventLoop) -> _Connection:
+        """Open the socket within `connect_timeout` of time the loop was free to notice.
+
+        A plain timeout counts wall time: when the loop itself stalls past the
+        deadline (CPU or GIL starvation under load), the kernel's finished connect
+        and the expired timer are seen in the same turn and the timer wins, so a
+        healthy Redis reads as down and everything that fails open (budgets, rate
+        limits) stops holding. Here a deadline seen late by more than STALL_SLACK
+        grants a short grace instead, a few times at most.
+        """
+        dial = loop.create_task(
+            loop.create_connection(
+                lambda: _Connection(loop, self.socket_timeout, self.where), self.host, self.port
+            )
+        )
+        wait = self.connect_timeout
+        for _ in range(1 + STALL_GRACES):
+            due = loop.time() + wait
+            done, _ = await asyncio.wait({dial}, timeout=wait)
+            if done:
+                return dial.result()[1]
+            if loop.time() - due < STALL_SLACK:
+                break  # seen on time: Redis really did not answer
+            wait = STALL_GRACE
+        dial.cancel()
+        try:
+            transport, _ = await dial
+        except (asyncio.CancelledError, OSError):
+            pass
+        else:
+            transport.abort()  # it landed as we gave up: do not leak the socket
+        raise TimeoutError(f"no connection within {self.connect_timeout}s")
 
     async def close(self) -> None:
         """Close the connection; calls in flight fail with StateUnavailable."""
