@@ -193,6 +193,7 @@ def start_gateway(
     cpu: int | None,
     name: str = "gateway",
     log_level: str = "INFO",
+    env: dict[str, str] | None = None,
 ) -> Proc:
     """`python -m tiergate serve --config` on a free port, exactly as deployed."""
     port = free_port()
@@ -200,7 +201,7 @@ def start_gateway(
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     args = [PYTHON, "-m", "tiergate", "serve", "--config", str(path), "--port", str(port)]
     args += ["--spool", str(workdir / f"{name}.spool"), "--log-level", log_level]
-    return spawn(name, args, port=port, workdir=workdir, cpu=cpu)
+    return spawn(name, args, port=port, workdir=workdir, cpu=cpu, env=env)
 
 
 # ---- gateway configuration -----------------------------------------------------

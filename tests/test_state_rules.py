@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 
 from admin_support import AdminClient, admin_config, chat, database, gateway
@@ -105,3 +106,64 @@ def test_a_busy_port_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
     assert f"port {port}" in lines[-1] and "already in use" in lines[-1]
     assert "Traceback" not in proc.stderr
     assert not list(tmp_path.glob("*.db")), "a process that never bound its port wrote a db"
+
+
+def _serve(folder: Path, port: int, token: str, admin: str) -> subprocess.Popen[str]:
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "HOME": str(folder),
+        "PYTHONPATH": ":".join(sys.path),
+        "TIERGATE_TOKEN": token,
+        "TIERGATE_ADMIN_TOKEN": admin,
+    }
+    return subprocess.Popen(
+        [sys.executable, "-m", "tiergate", "serve", "--port", str(port)],
+        cwd=folder,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+
+
+def test_demo_started_twice_in_one_folder_leaves_the_first_one_whole(tmp_path: Path) -> None:
+    """The issue's `make run` twice: the second start used to seed its own config
+    (new token, its own simulator) into the shared demo database, and the running
+    demo applied it within a second. Now it fails on the port and touches nothing."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
+    token, admin = "tg-demo-first-" + "a" * 16, "tga-demo-first-" + "b" * 16
+    first = _serve(tmp_path, port, token, admin)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            assert first.poll() is None, first.stderr.read() if first.stderr else ""
+            try:
+                if httpx.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert time.monotonic() < deadline, "the first demo never answered"
+            time.sleep(0.1)
+        keys = AdminClient(base, admin)
+        made = issue_key(keys)
+        body = {"model": "orcarouter/auto", "messages": [{"role": "user", "content": "hi"}]}
+
+        def status(bearer: str) -> int:
+            headers = {"authorization": f"Bearer {bearer}"}
+            return httpx.post(f"{base}/v1/chat/completions", json=body, headers=headers).status_code
+
+        assert status(token) == 200 and status(made["token"]) == 200
+        second = _serve(tmp_path, port, "tg-demo-second-" + "c" * 16, "tga-demo-x" + "d" * 16)
+        _, err = second.communicate(timeout=60)
+        assert second.returncode == 1 and "already in use" in err
+        time.sleep(2.0)  # well past the config poll that used to apply the second seed
+        assert status(token) == 200, "the first demo's printed token stopped working"
+        assert status(made["token"]) == 200, "the admin-made key was lost"
+        listed = keys.get("/virtual-keys", params={"workspace": "default"}).json()
+        assert [k["id"] for k in listed["items"]] == [made["key"]["id"]]
+    finally:
+        first.terminate()
+        first.wait(timeout=30)
