@@ -441,7 +441,9 @@ def test_status_error_reads_provider_json_and_keeps_the_connection(run: Runner) 
                     await call(srv.url, {}, AUTH)
                 errs.append(e.value)
             assert errs[0] == UpstreamError("status", 429, "upstream: slow down", 7.0)
-            assert errs[1] == UpstreamError("status", 503, "upstream returned HTTP 503", 300.0)
+            assert errs[1] == UpstreamError(
+                "status", 503, "upstream returned HTTP 503", 300.0, provider_body=False
+            )
             assert errs[2] == UpstreamError("status", 400, "upstream: bad", None)
             assert not errs[2].retryable and srv.connections == 1
             await http.close()

@@ -20,7 +20,7 @@ from tiergate.providers.base import UpstreamError
 from tiergate.providers.http import UpstreamHTTP
 from tiergate.providers.network import NoProxy, UpstreamNetwork, parse_proxy
 from tiergate.sim.app import create_sim_app
-from upstream_support import AUTH, LOOPS, RawServer, Runner, ok, runner_on
+from upstream_support import AUTH, LOOPS, RawServer, Req, Runner, ok, reply, runner_on
 
 
 @pytest.fixture(params=list(LOOPS))
@@ -130,6 +130,34 @@ def test_plain_http_goes_to_the_proxy_in_absolute_form_with_credentials(run: Run
             assert await http.post_json(srv.url, {}, AUTH) == {"ok": True}
             assert proxy.log.request_lines == [f"POST {srv.url} HTTP/1.1"]
             assert proxy.log.authorizations == [expected]
+            await http.close()
+
+    run(scenario())
+
+
+def test_a_plain_http_proxys_403_does_not_disable_the_key(run: Runner) -> None:
+    """A forward proxy (or firewall, or CDN) answering 403 itself says nothing about
+    the provider key: only the provider's own error JSON may disable a key."""
+
+    async def forbidden(req: Req, w: asyncio.StreamWriter) -> bool:
+        body = b'{"error": {"message": "Incorrect API key", "type": "invalid_request_error"}}'
+        w.write(reply(403, body))
+        return True
+
+    async def scenario() -> None:
+        async with RawServer(ok) as srv, ForwardProxy(refuse=403) as proxy:
+            http = UpstreamHTTP(network=UpstreamNetwork.from_env({"HTTP_PROXY": proxy.url}))
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.status == 403 and not e.value.disables_key
+            assert e.value.retryable and e.value.cools_down
+            assert "proxy or firewall" in e.value.message
+            await http.close()
+        async with RawServer(forbidden) as srv:  # the provider's own 403 still does
+            http = UpstreamHTTP()
+            with pytest.raises(UpstreamError) as e:
+                await http.post_json(srv.url, {}, AUTH)
+            assert e.value.status == 403 and e.value.disables_key
             await http.close()
 
     run(scenario())

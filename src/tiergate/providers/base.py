@@ -30,6 +30,9 @@ class UpstreamError(Exception):
     code: str | None = None  # what the answer means, when known: context_length_exceeded
     proxy: str | None = None  # host:port of the HTTP proxy that failed, if that was it
     proxy_status: int = 0  # the proxy's own answer to CONNECT (403, 407...), 0 = none
+    # False when the error body is not the provider's error JSON: a plain-HTTP proxy,
+    # a firewall or a CDN answered, so a 401/403 says nothing about the key
+    provider_body: bool = True
     # filled in by gateway.dispatch once the request's attempts are over
     attempts: int = 1
     channel: str | None = None  # the last attempt's channel and key
@@ -40,7 +43,7 @@ class UpstreamError(Exception):
 
     @property
     def disables_key(self) -> bool:
-        return self.kind == "status" and self.status in (401, 403)
+        return self.kind == "status" and self.status in (401, 403) and self.provider_body
 
     @property
     def retryable(self) -> bool:

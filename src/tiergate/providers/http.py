@@ -128,14 +128,21 @@ def _status_error(resp: Response, raw: bytes) -> UpstreamError:
             retry_after = None
     message = f"upstream returned HTTP {resp.status}"
     code: str | None = None
+    provider_body = False
     try:
-        err = orjson.loads(raw).get("error")
+        doc = orjson.loads(raw)
+        provider_body = isinstance(doc, dict) and "error" in doc  # OpenAI, Anthropic, Gemini
+        err = doc.get("error")
         if isinstance(err, dict) and isinstance(err.get("message"), str):
             message = f"upstream: {err['message'][:300]}"
             code = _context_code(resp.status, err)
     except Exception:  # noqa: BLE001 - a provider error body is best effort
         pass
-    return UpstreamError("status", resp.status, message, retry_after, code)
+    if not provider_body and resp.status in (401, 403):  # the key is kept: say why
+        message += " without a provider error body (a proxy or firewall answered?)"
+    return UpstreamError(
+        "status", resp.status, message, retry_after, code, provider_body=provider_body
+    )
 
 
 #: How each provider words a prompt over the model's context window (sim/context.py).
