@@ -8,6 +8,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tiergate.api.masking import key_view
 from tiergate.config import parse_config
 from tiergate.core.upstream import Target
 from tiergate.reload import rebuild_distributor
@@ -220,6 +221,28 @@ def test_an_ejected_key_gets_one_trial_first_and_a_success_restores_it() -> None
     assert 2 not in [t.key_index for t in d.attempts([MODEL])]  # no second trial meanwhile
     d.report_success(first)
     assert ch.key_usable(2, clock.now) and ("c0", 2, "ok") in d.key_health()
+
+
+def test_the_admin_view_shows_an_ejected_key_as_out_until_its_trial_succeeds() -> None:
+    """The admin API's key view said "ok" for an ejected key once its ejection time
+    was over and before its trial: it now reads the same rule as key_health."""
+    d, clock = _distributor([4], base_ejection_seconds=5)
+    for _ in range(5):
+        _fail(d, 0, 2)
+    ch = d.channels[0]
+    view = key_view(ch, 2, "k0-2", "k0-2", [], clock.now)
+    assert (view["status"], view["ejected"], view["cooldown_remaining_seconds"]) == (
+        "cooling_down",
+        True,
+        5.0,
+    )
+    clock.now += 6  # ejection over, no trial yet: still out of ordinary rotation
+    view = key_view(ch, 2, "k0-2", "k0-2", [], clock.now)
+    assert (view["status"], view["ejected"]) == ("cooling_down", True)
+    trial = next(iter(d.attempts([MODEL])))
+    d.report_success(trial)
+    view = key_view(ch, 2, "k0-2", "k0-2", [], clock.now)
+    assert (view["status"], view["ejected"], view["cooldown_remaining_seconds"]) == ("ok", False, 0)
 
 
 def test_a_failed_trial_ejects_for_twice_as_long() -> None:

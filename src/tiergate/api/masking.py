@@ -60,16 +60,10 @@ def key_view(
     }
     if channel is not None and index < len(channel.keys):
         ks = channel.keys[index]
-        if index in disabled:
-            status = "disabled"
-        elif not ks.enabled:
-            status = "auth_failed"
-        elif ks.cooldown_until > now:
-            status = "cooling_down"
-        else:
-            status = "ok"
+        status = ks.status(index in disabled, now)
         view["status"] = status
-        view["cooldown_remaining_seconds"] = round(max(ks.cooldown_until - now, 0.0), 3)
+        view["ejected"] = ks.outlier.ejected  # by outlier detection, until its trial succeeds
+        view["cooldown_remaining_seconds"] = round(ks.out_until(now), 3)
         view["consecutive_failures"] = ks.consecutive_failures
         view["last_status"] = ks.last_status or None
         if status == "auth_failed" and ks.probe_backoff > 0:

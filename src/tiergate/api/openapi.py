@@ -97,6 +97,7 @@ KEY_VIEW = obj(
         "enabled": {"type": "boolean"},
         "status": {"type": "string", "enum": ["ok", "cooling_down", "auth_failed", "disabled"]},
         "cooldown_remaining_seconds": {"type": "number"},
+        "ejected": {"type": "boolean"},
         "consecutive_failures": {"type": "integer"},
         "last_status": _INT,
     },

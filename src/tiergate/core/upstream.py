@@ -24,6 +24,26 @@ class KeyState:
     probe_backoff: float = 0.0  # the current wait between probes; 0 = not auth-disabled
     outlier: Health = field(default_factory=Health)  # ejection state (routing/outlier.py)
 
+    def status(self, operator_disabled: bool, now: float) -> str:
+        """What the admin API, the dashboard and the metrics call this key: ok,
+        cooling_down (a rate limit, or ejected by outlier detection until its
+        trial succeeds), auth_failed (a 401/403, probed) or disabled (by the operator)."""
+        if operator_disabled:
+            return "disabled"
+        if not self.enabled:
+            return "auth_failed"
+        if self.cooldown_until > now or self.outlier.ejected:
+            return "cooling_down"
+        return "ok"
+
+    def out_until(self, now: float) -> float:
+        """Seconds until ordinary traffic may use the key again (0 = it may now; an
+        ejected key past its ejection time waits for its trial, counted as 0)."""
+        until = self.cooldown_until
+        if self.outlier.ejected:
+            until = max(until, self.outlier.ejected_until)
+        return max(until - now, 0.0)
+
 
 @dataclass(slots=True)
 class ChannelState:

@@ -308,13 +308,5 @@ class Distributor:
         out = []
         for ch in self.channels:
             for i, k in enumerate(ch.keys):
-                if i in ch.config.disabled_keys:
-                    state = "disabled"
-                elif not k.enabled:
-                    state = "auth_failed"
-                elif k.cooldown_until > now or k.outlier.ejected:
-                    state = "cooling_down"
-                else:
-                    state = "ok"
-                out.append((ch.name, i, state))
+                out.append((ch.name, i, k.status(i in ch.config.disabled_keys, now)))
         return out
