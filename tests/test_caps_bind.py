@@ -44,24 +44,28 @@ def replayer() -> Replayer:
     return Replayer(extract(generate_corpus(20260814, 120)))
 
 
+@pytest.mark.parametrize("mode", ["admit", "suppress"])
 @pytest.mark.parametrize("basis", ["requests", "spend"])
-def test_adversarial_share_holds_at_the_cap_on_its_basis(replayer: Replayer, basis: str) -> None:
+def test_adversarial_share_holds_at_the_cap_on_its_basis(
+    replayer: Replayer, basis: str, mode: str
+) -> None:
     """Every request asks for strong; after warm-up the share on the cap's basis
-    stays within one point of 20 %, the other basis wherever it falls."""
-    policy = ADVERSARIAL
-    if basis == "spend":
-        policy = Policy(
-            "adversarial-spend",
-            force_headers=ADVERSARIAL.force_headers,
-            router=replay_router(share_cap_basis="spend"),
-        )
+    stays within one point of 20 %, the other basis wherever it falls. Admit
+    keeps admitted sessions strong, so forecast errors swing it a little wider
+    in the second half (1.1 points here, 0.66 on the 400-session corpus)."""
+    policy = Policy(
+        f"adversarial-{basis}-{mode}",
+        force_headers=ADVERSARIAL.force_headers,
+        router=replay_router(share_cap_basis=basis, share_cap_mode=mode),
+    )
     result = asyncio.run(adversarial(replayer, policy))
     assert result["basis"] == basis
     share = result["strong_request_share"] if basis == "requests" else result["strong_spend_share"]
     assert abs(100 * share - 20.0) <= 1.0
     assert result["denials"] > 0
     if basis == "requests":  # a strong turn costs several cheap ones
-        assert result["max_deviation_second_half_points"] <= 1.0
+        bound = 1.0 if mode == "suppress" else 1.5
+        assert result["max_deviation_second_half_points"] <= bound
         assert result["strong_spend_share"] > result["strong_request_share"]
     else:  # one strong turn moves the spend share by points: it swings wider
         assert result["strong_request_share"] < 0.15
@@ -134,8 +138,11 @@ def sim() -> Iterator[ServerThread]:
         yield s
 
 
-def _gateway(sim: ServerThread, router: dict[str, Any], weak: dict[str, Any]) -> ServerThread:
+def _gateway(
+    sim: ServerThread, router: dict[str, Any], weak: dict[str, Any], workspace_cap: float = 30.0
+) -> ServerThread:
     data = gateway_config(sim.url, routers=[router])
+    data["workspaces"][0]["escalation_share_cap_percent"] = workspace_cap
     for ch in data["channels"]:
         if WEAK in ch["models"]:
             ch["models"][WEAK].update(weak)
@@ -202,7 +209,9 @@ def test_when_only_strong_can_serve_and_the_cap_allows_it_it_is_a_strong_serve(
     sim: ServerThread,
 ) -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    with _gateway(sim, _router("balanced", 100), {"supports_tools": False}) as gw:
+    # both caps at 100 %: with no warm-up, admit projects the first strong serve as
+    # a 100 % share, which the default 30 % workspace cap would refuse
+    with _gateway(sim, _router("balanced", 100), {"supports_tools": False}, 100.0) as gw:
         r = _ask(gw, {"X-OrcaRouter-Session-Id": "s-ok"}, tools=tools)
         assert r.status_code == 200, r.text
         assert r.headers["x-orca-resolved-model"] == STRONG

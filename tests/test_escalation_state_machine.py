@@ -105,12 +105,20 @@ class EscalationMachine(RuleBasedStateMachine):
         strike_threshold=st.integers(1, 3),
         rollout=st.sampled_from([0.0, 100.0, 100.0]),
         cap=st.sampled_from([20.0, 50.0, 100.0]),
+        cap_mode=st.sampled_from(["admit", "suppress"]),
     )
     def configure(
-        self, mode: str, max_per_session: int, strike_threshold: int, rollout: float, cap: float
+        self,
+        mode: str,
+        max_per_session: int,
+        strike_threshold: int,
+        rollout: float,
+        cap: float,
+        cap_mode: str,
     ) -> None:
         self.router = make_router(
             mode,
+            share_cap_mode=cap_mode,
             max_per_session=max_per_session,
             strike_threshold=strike_threshold,
             rollout_percent=rollout,
@@ -179,8 +187,14 @@ class EscalationMachine(RuleBasedStateMachine):
         esc = self.router.escalation
         assert d.header in HEADER_VALUES
         event(f"header {d.header}")
-        if d.serve_tier == "strong":
-            assert not d.share_capped, "served strong over the share cap"
+        if d.serve_tier == "strong" and d.share_capped:
+            # suppress: nothing strong over the cap; admit: only a session already strong
+            # keeps its tier (never cut off partway), no new escalation is admitted
+            assert esc.share_cap_mode == "admit", "served strong over the share cap"
+            # (a one-request serve is judged on that one request: routing/admission.py)
+            assert seen.tier == "strong" or d.reason in ("once", "base_unavailable"), (
+                "a new escalation admitted over the share cap"
+            )
         if d.reason == "denied:session_cap":
             assert seen.escalations_used >= esc.max_per_session
         if d.shadow:  # recorded, never switched: the tier stays base

@@ -230,7 +230,7 @@ class EscalationConfig(_Strict):
     share_cap_basis: Literal["requests", "spend"] = "requests"
     # at the cap: admit refuses NEW escalations by a forecast and never cuts an escalated
     # session off; suppress serves every strong request base (the report's literal rule)
-    share_cap_mode: Literal["admit", "suppress"] = "suppress"
+    share_cap_mode: Literal["admit", "suppress"] = "admit"
     share_window_days: int = Field(2, ge=1, le=7)
     share_warmup_requests: int = Field(20, ge=0)
     strike_threshold: int = Field(2, ge=1)

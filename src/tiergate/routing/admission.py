@@ -4,8 +4,8 @@ The seed's literal rule ("at the cap all escalation routing is suppressed",
 report §4.3, `share_cap_mode: suppress`) rations: a share hovering at its cap
 serves an escalated session strong, base, strong, ... and every switch is a
 cold re-read of the whole context on the other model, so the rescue never
-finishes. `share_cap_mode: admit` (an option; not the default, which its
-replay measurements did not earn: docs/escalation.md "Caps") instead keeps a
+finishes. `share_cap_mode: admit` (the default: docs/escalation.md "Caps" has
+the measurements side by side, and what admit trades) instead keeps a
 session the engine escalated strong until the de-escalation rule (or a
 client reset) ends it, and holds the share at the cap by refusing
 new escalations whose admission would push the *projected* share over it:
