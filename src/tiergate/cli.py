@@ -28,7 +28,9 @@ BANNER = """
   Token:    {token}{token_note}
   Dashboard: http://{host}:{port}/dashboard/
   Admin token (dashboard sign-in): {admin_token}{admin_note}
-  Router:   orcarouter/auto  (escalates to a strong model when the session earns it)
+  Routers:  orcarouter/auto and orcarouter/coding (configured alike, the names
+            the README and docs/agents.md use; they escalate to a strong model
+            when the session earns it)
 
   Try it:
     curl -s http://{host}:{port}/v1/chat/completions \\
