@@ -10,6 +10,9 @@ gateway is the demo config itself (`auto_config` with a simulator URL, what
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +23,7 @@ from servers import TOKEN, ServerThread
 from tiergate.app import create_app
 from tiergate.defaults import auto_config
 from tiergate.sim.app import create_sim_app
+from tiergate.sim.script import SCRIPTS, scratch_project
 
 ROOT = Path(__file__).resolve().parent.parent
 AGENTS_DOC = ROOT / "docs" / "agents.md"
@@ -113,3 +117,21 @@ def test_the_model_list_shows_every_router_the_agent_doc_names(demo: str) -> Non
     routers, models = doc_names(AGENTS_DOC)
     wanted = {"orcarouter/" + n.split("/", 1)[-1].split(":", 1)[-1] for n in routers} | models
     assert wanted <= listed, wanted - listed
+
+
+def test_the_scratch_project_line_writes_what_the_scripts_play(tmp_path: Path) -> None:
+    """docs/agents.md's "In demo mode the model is the simulator": its one-liner
+    writes the project the scripts fix, and it names every script there is."""
+    text = AGENTS_DOC.read_text()
+    (line,) = [x for x in text.splitlines() if x.startswith(".venv/bin/python -c ")]
+    argv = shlex.split(line)
+    run = subprocess.run([sys.executable, *argv[1:]], cwd=tmp_path, capture_output=True, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert {p.name: p.read_text() for p in tmp_path.iterdir()} == scratch_project()
+    tests = subprocess.run(
+        [sys.executable, "-B", "-m", "unittest", "test_calc"], cwd=tmp_path, capture_output=True
+    )
+    assert tests.returncode != 0  # add subtracts until the `fix` script's edit
+    demo = text[text.index("**In demo mode the model is the simulator.**") :]
+    demo = demo[: demo.index("\n## ")]
+    assert all(f"`{name}`" in demo for name in SCRIPTS), SCRIPTS

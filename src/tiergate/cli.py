@@ -21,6 +21,8 @@ BANNER = """
   tiergate DEMO MODE: no config file and no provider keys in the environment.
   Every channel points at the built-in provider simulator on {sim_url}
   (deterministic answers, real prompt-cache accounting, no real LLM calls).
+  It replies with filler text or random tool calls unless a script is armed:
+    curl -s {sim_url}/_sim/script -d '{{"name": "fix"}}'   (docs/agents.md)
   Set OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY / DEEPSEEK_API_KEY,
   or pass --config FILE, to use real providers.
 ================================================================================
