@@ -146,8 +146,15 @@ def auto_config(
         "routers": [_router(models, name) for name in ROUTER_NAMES] if models else [],
         "demo": sim_url is not None,
     }
+    server: dict[str, Any] = {}
     if admin_token:
-        data["server"] = {"admin_token": admin_token}
+        server["admin_token"] = admin_token
+    if env.get("TIERGATE_CODEX_INSTRUCTIONS_FILE"):
+        # the only way to give a config-less gateway Codex's model catalog, which
+        # silences Codex's "model metadata not found" warning (docs/agents.md)
+        server["codex_instructions_file"] = env["TIERGATE_CODEX_INSTRUCTIONS_FILE"]
+    if server:
+        data["server"] = server
     if env.get("TIERGATE_DATABASE_URL"):
         data["database"] = {"url": env["TIERGATE_DATABASE_URL"]}
     if env.get("TIERGATE_REDIS_URL"):
