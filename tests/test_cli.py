@@ -134,7 +134,7 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
         assert "DEMO MODE" in banner
         token = re.search(r"Token:\s+(\S+)", banner)
         assert token is not None
-        while "-d '{\"model\"" not in banner and time.monotonic() < deadline:
+        while '-d \'{"model"' not in banner and time.monotonic() < deadline:
             banner += proc.stdout.readline()
         r = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
