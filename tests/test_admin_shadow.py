@@ -179,3 +179,27 @@ def test_quality_shows_precision_next_to_escalation_latency(
     assert q["gate"]["open"] is False and q["live_percent"] == 0
     assert q["escalation_latency"]["labels"] == {"labels": 2, "mean_hard_turns": 2.0}
     assert q["escalation_latency"]["feedback"] is None  # no client feedback yet
+
+
+def test_a_fully_live_router_reads_live_not_a_closed_gate(
+    tmp_path: Path, sim: ServerThread
+) -> None:
+    """Issue 28: the dashboard showed a red CLOSED gate for a router already live
+    for every session. The gate only guards raising the rollout, so such a router
+    reads `live`; a partial rollout and a shadow router still read their gate."""
+    routers = [
+        escalating_router("full", mode="auto"),  # rollout_percent 100, no labels
+        escalating_router("half", mode="auto", rollout_percent=50),
+        escalating_router("shadow", mode="auto", rollout_percent=0),
+    ]
+    with gateway(admin_config(sim.url, str(tmp_path / "tg.db"), routers=routers)) as (_, admin):
+        quality = {q["router"]: q for q in admin.get("/stats/quality").json()["routers"]}
+        assert quality["full"]["live_percent"] == 100
+        full = quality["full"]["gate"]
+        assert full["open"] is False and full["state"] == "live"  # no labels, yet live
+        assert full["summary"].startswith("live for every session")
+        assert quality["half"]["gate"]["state"] == "closed"
+        assert quality["shadow"]["gate"]["state"] == "closed"
+        gate = admin.get("/routers/full/gate").json()
+        assert (gate["state"], gate["open"], gate["live_percent"]) == ("live", False, 100)
+        assert admin.get("/routers/shadow/gate").json()["state"] == "closed"

@@ -15,7 +15,13 @@ from tiergate.api.admin_common import AdminError, TokenCheck, parse_time
 from tiergate.api.admin_sessions import workspace_id
 from tiergate.api.admin_stats import FeedbackTurn, escalation_latency
 from tiergate.api.masking import mask_secret, mask_url, secret_source
-from tiergate.api.shadow import gate_status, live_percent, raises_rollout
+from tiergate.api.shadow import (
+    gate_state,
+    gate_status,
+    gate_summary,
+    live_percent,
+    raises_rollout,
+)
 from tiergate.config import ConfigError, GatewayConfig, RouterConfig, WorkspaceConfig, parse_config
 from tiergate.config_store import (
     CONFIG_VERSION_KEY,
@@ -154,6 +160,16 @@ def test_gate_rules() -> None:
     assert gate_status(r, 9, 9).open is False and "9 of the 10" in gate_status(r, 9, 9).reason
     assert gate_status(r, 10, 7).open is True  # exactly 70 %
     assert gate_status(r, 10, 6).open is False and "60.0%" in gate_status(r, 10, 6).reason
+
+
+def test_a_router_live_for_every_session_reads_live_whatever_its_labels() -> None:
+    r = _router(mode="auto", gate_min_labels=10)
+    closed, opened = gate_status(r, 0, 0), gate_status(r, 10, 10)
+    assert gate_state(closed, 100.0) == gate_state(opened, 100.0) == "live"
+    assert gate_state(closed, 99.0) == "closed" and gate_state(opened, 0.0) == "open"
+    assert gate_summary(closed, 100.0).startswith("live for every session")
+    assert "0 of the 10" in gate_summary(closed, 100.0)  # the labels still shown
+    assert gate_summary(closed, 0.0) == closed.reason
 
 
 def test_escalation_latency_counts_hard_base_turns_before_the_ratchet() -> None:

@@ -129,12 +129,12 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
         banner = ""
         deadline = time.monotonic() + 30
         assert proc.stdout is not None
-        while "curl" not in banner and time.monotonic() < deadline:
+        while "Try it:" not in banner and time.monotonic() < deadline:
             banner += proc.stdout.readline()
         assert "DEMO MODE" in banner
         token = re.search(r"Token:\s+(\S+)", banner)
         assert token is not None
-        while "Gateway:" not in banner or "-d '" not in banner:
+        while '-d \'{"model"' not in banner and time.monotonic() < deadline:
             banner += proc.stdout.readline()
         r = httpx.post(
             f"http://127.0.0.1:{port}/v1/chat/completions",
@@ -159,6 +159,27 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
             timeout=10,
         )
         assert routers.status_code == 200, routers.text
+        # the banner says the simulator talks filler, and how to arm a script: its
+        # command, run as printed, makes the next agent turn the script's first step
+        assert "filler text or random tool calls unless a script is armed" in banner
+        arm = re.search(r"curl -s (http://\S+/_sim/script) -d '([^']+)'", banner)
+        assert arm is not None, banner
+        armed = httpx.post(arm.group(1), content=arm.group(2), timeout=10)
+        assert armed.status_code == 200 and armed.json() == {"name": "fix"}, armed.text
+        bash = {"type": "object", "properties": {"command": {"type": "string"}}}
+        turn = httpx.post(
+            f"http://127.0.0.1:{port}/v1/chat/completions",
+            headers={"authorization": f"Bearer {token.group(1)}"},
+            json={
+                "model": "orcarouter/coding",
+                "messages": [{"role": "user", "content": "fix the failing test"}],
+                "tools": [{"type": "function", "function": {"name": "bash", "parameters": bash}}],
+            },
+            timeout=10,
+        )
+        assert turn.status_code == 200, turn.text
+        (call,) = turn.json()["choices"][0]["message"]["tool_calls"]
+        assert "unittest -v test_calc" in call["function"]["arguments"], call
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -17,6 +17,7 @@ import pytest
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import ConfigError, parse_config
+from tiergate.defaults import auto_config
 
 INSTRUCTIONS = "You are a coding agent. Run the tests before and after a change."
 CODEX = {"client_version": "0.171.0"}
@@ -108,3 +109,26 @@ def test_the_file_is_reread_when_it_changes(tmp_path: Path) -> None:
         path.write_text("Changed.")
         os.utime(path, (1, 1))  # a different mtime even within the clock's resolution
         assert models(server, **CODEX)["models"][0]["base_instructions"] == "Changed."
+
+
+def test_demo_mode_serves_the_catalog_with_the_environment_instructions_file(
+    tmp_path: Path,
+) -> None:
+    """Demo mode has no config file: TIERGATE_CODEX_INSTRUCTIONS_FILE is how its
+    Codex users stop the "model metadata not found" warning (docs/agents.md)."""
+    path = tmp_path / "codex.md"
+    path.write_text(INSTRUCTIONS)
+    db = {"TIERGATE_DATABASE_URL": f"sqlite:///{tmp_path / 'demo.db'}"}
+    env = {**db, "TIERGATE_CODEX_INSTRUCTIONS_FILE": str(path)}
+    demo = auto_config(env, sim_url="http://127.0.0.1:9", token=TOKEN, admin_token="tga-x")
+    assert demo.server.admin_token == "tga-x"  # both server settings kept
+    with ServerThread(create_app(demo, env={})) as gw:
+        catalog = {m["slug"]: m for m in models(gw, **CODEX)["models"]}
+    assert {"orcarouter/coding", "orcarouter/auto"} <= set(catalog)
+    assert catalog["orcarouter/coding"]["base_instructions"] == INSTRUCTIONS
+    with ServerThread(
+        create_app(auto_config(db, sim_url="http://127.0.0.1:9", token=TOKEN), env={})
+    ) as gw:
+        assert "models" not in models(gw, **CODEX)
+    with pytest.raises(ConfigError, match="codex_instructions_file"):
+        auto_config({"TIERGATE_CODEX_INSTRUCTIONS_FILE": str(tmp_path / "none.md")}, sim_url="x")

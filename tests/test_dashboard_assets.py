@@ -4,9 +4,13 @@ the list, no secret in any of them, and every module the pages import shipped.""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
+import subprocess
 from collections.abc import Iterator
 from importlib import resources
+from pathlib import Path
 
 import httpx
 import pytest
@@ -97,3 +101,35 @@ def test_the_package_ships_exactly_the_listed_files_and_every_import_resolves() 
             assert target in ASSETS, f"{name} imports {target}, which is not served"
         assert "innerHTML" not in text, f"{name}: build DOM nodes, never parse markup"
         assert "localStorage" not in text, f"{name}: the token belongs in sessionStorage"
+
+
+def test_the_gate_badge_reads_the_api_state() -> None:
+    """format.js's gateBadge, run by Node when it is installed (the browser tests
+    cover the page itself): a router live for every session is LIVE and good,
+    never a red CLOSED gate (issue 28); without `state` it falls back to `open`."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node not installed: the browser tests cover gateBadge")
+    url = Path(str(STATIC.joinpath("format.js"))).as_uri()
+    gates = [
+        {"state": "live", "open": False},
+        {"state": "open", "open": True},
+        {"state": "closed", "open": False},
+        {"open": True},
+        {"open": False},
+    ]
+    script = (
+        f"import {{ gateBadge }} from {json.dumps(url)};"
+        f"console.log(JSON.stringify({json.dumps(gates)}.map(gateBadge)));"
+    )
+    out = subprocess.run(
+        [node, "--input-type=module", "-e", script], capture_output=True, text=True, timeout=30
+    )
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == [
+        ["LIVE", "good"],
+        ["OPEN", "good"],
+        ["CLOSED", "bad"],
+        ["OPEN", "good"],
+        ["CLOSED", "bad"],
+    ]

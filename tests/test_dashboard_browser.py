@@ -341,9 +341,11 @@ def test_overview_shows_the_apis_numbers(page: Page, env: dict[str, Any]) -> Non
     (q,) = admin.get("/stats/quality?router=coding").json()["routers"]
     fb = q["escalation_latency"]["feedback"]
     assert fb["sessions_measured"] == 3 and fb["mean_hard_turns"] == 2.0
-    expect(page.get_by_test_id("gate-state")).to_have_text(
-        "OPEN" if q["gate"]["open"] else "CLOSED"
-    )
+    # `coding` is live for every session (rollout 100): LIVE, not a red CLOSED gate
+    assert q["live_percent"] == 100 and q["gate"]["state"] == "live"
+    expect(page.get_by_test_id("gate-state")).to_have_text("LIVE")
+    expect(page.get_by_test_id("gate-state")).to_have_class("badge good")
+    expect(page.get_by_test_id("gate-reason")).to_have_text(q["gate"]["summary"])
     expect(page.get_by_test_id("gate-precision")).to_have_text(pct(q["gate"]["precision"]))
     expect(page.get_by_test_id("latency-feedback-mean")).to_have_text(dec(fb["mean_hard_turns"]))
     expect(page.get_by_test_id("latency-feedback-measured")).to_have_text(

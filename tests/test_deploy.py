@@ -64,6 +64,73 @@ def test_the_image_is_slim_non_root_and_checks_readyz() -> None:
     assert '"--host", "0.0.0.0"' in cmd and '"--port", "4000"' in cmd
 
 
+def _dockerignore() -> list[tuple[bool, re.Pattern[str]]]:
+    """(negated, regex) per .dockerignore line, in Docker's syntax: paths from the
+    context root, `*` and `?` within one path segment, `**` across segments."""
+    out = []
+    for line in (ROOT / ".dockerignore").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        negated = line.startswith("!")
+        pattern = line.lstrip("!").strip().strip("/")
+        rx = ""
+        for part in re.split(r"(\*\*/?|\*|\?)", pattern):
+            if part.startswith("**"):
+                rx += "(?:.*/)?" if part.endswith("/") else ".*"
+            elif part == "*":
+                rx += "[^/]*"
+            elif part == "?":
+                rx += "[^/]"
+            else:
+                rx += re.escape(part)
+        out.append((negated, re.compile(rx)))
+    return out
+
+
+def _ignored(path: str, patterns: list[tuple[bool, re.Pattern[str]]]) -> bool:
+    """A path is left out when the last pattern matching it, or a folder above
+    it, is not a `!` exception (Docker skips a whole excluded folder)."""
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for negated, rx in patterns:
+        if any(rx.fullmatch(p) for p in prefixes):
+            ignored = not negated
+    return ignored
+
+
+def test_dockerignore_keeps_what_make_test_grows_out_of_the_build_context() -> None:
+    """`docker build` after `make test` must not send .agents/ (~2 GB), the venvs
+    or the caches; and the files the Dockerfile copies must still be sent."""
+    patterns = _dockerignore()
+    grown = [
+        ".agents/node/lib/node_modules/x/index.js",
+        ".valkey/bin/valkey-server",
+        ".venv/bin/python",
+        ".bench-venv/bin/python",
+        ".mypy_cache/3.11/x.json",
+        ".pytest_cache/v/cache/lastfailed",
+        ".ruff_cache/0.1/x",
+        ".hypothesis/examples/x",
+        "src/tiergate/__pycache__/app.cpython-311.pyc",
+        "src/tiergate.egg-info/PKG-INFO",
+        "artifacts/dashboard/overview.png",
+        "tiergate-demo-4000.db",
+        ".git/HEAD",
+    ]
+    assert [p for p in grown if not _ignored(p, patterns)] == []
+    copied = [w for w, _ in dockerfile_instructions() if w in ("COPY", "ADD")]
+    assert copied, "the Dockerfile copies nothing?"
+    sent = ["pyproject.toml", "README.md"] + [
+        p.relative_to(ROOT).as_posix()
+        for p in (ROOT / "src").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts and ".egg-info" not in str(p)
+    ]
+    assert "src/tiergate/routing/artifacts/request_scorer_v1.json" in sent
+    assert [p for p in sent if _ignored(p, patterns)] == []
+
+
 def test_compose_runs_the_gateway_on_redis_and_postgres() -> None:
     services = compose()["services"]
     assert {"tiergate", "redis", "postgres"} <= set(services)

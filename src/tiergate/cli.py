@@ -21,6 +21,8 @@ BANNER = """
   tiergate DEMO MODE: no config file and no provider keys in the environment.
   Every channel points at the built-in provider simulator on {sim_url}
   (deterministic answers, real prompt-cache accounting, no real LLM calls).
+  It replies with filler text or random tool calls unless a script is armed:
+    curl -s {sim_url}/_sim/script -d '{{"name": "fix"}}'   (docs/agents.md)
   Set OPENAI_API_KEY / ANTHROPIC_API_KEY / GEMINI_API_KEY / DEEPSEEK_API_KEY,
   or pass --config FILE, to use real providers.
 ================================================================================
@@ -28,7 +30,9 @@ BANNER = """
   Token:    {token}{token_note}
   Dashboard: http://{host}:{port}/dashboard/
   Admin token (dashboard sign-in): {admin_token}{admin_note}
-  Router:   orcarouter/auto  (escalates to a strong model when the session earns it)
+  Routers:  orcarouter/auto and orcarouter/coding (configured alike, the names
+            the README and docs/agents.md use; they escalate to a strong model
+            when the session earns it)
 
   Try it:
     curl -s http://{host}:{port}/v1/chat/completions \\

@@ -90,11 +90,17 @@ def provider_keys(env: Mapping[str, str]) -> dict[str, list[str]]:
     return out
 
 
-def _router(models: list[str]) -> dict[str, Any]:
+#: The zero-config routers, configured alike: the README's name (`auto`) and the
+#: one docs/agents.md's agent setups use (`coding`), so a copy-pasted setup finds
+#: its router in demo mode (tests/test_docs_demo.py reads the docs' names).
+ROUTER_NAMES = ("auto", "coding")
+
+
+def _router(models: list[str], name: str) -> dict[str, Any]:
     weak = [m for m in WEAK if m in models]
     strong = [m for m in STRONG if m in models]
     router: dict[str, Any] = {
-        "name": "auto",
+        "name": name,
         "allowed_models": models,
         "strategy": "gated_adaptive",
         "weak_pool": weak or models[:1],
@@ -137,11 +143,18 @@ def auto_config(
     data: dict[str, Any] = {
         "workspaces": [{"name": "default", "tokens": [token or env.get("TIERGATE_TOKEN", "")]}],
         "channels": channels,
-        "routers": [_router(models)] if models else [],
+        "routers": [_router(models, name) for name in ROUTER_NAMES] if models else [],
         "demo": sim_url is not None,
     }
+    server: dict[str, Any] = {}
     if admin_token:
-        data["server"] = {"admin_token": admin_token}
+        server["admin_token"] = admin_token
+    if env.get("TIERGATE_CODEX_INSTRUCTIONS_FILE"):
+        # the only way to give a config-less gateway Codex's model catalog, which
+        # silences Codex's "model metadata not found" warning (docs/agents.md)
+        server["codex_instructions_file"] = env["TIERGATE_CODEX_INSTRUCTIONS_FILE"]
+    if server:
+        data["server"] = server
     if env.get("TIERGATE_DATABASE_URL"):
         data["database"] = {"url": env["TIERGATE_DATABASE_URL"]}
     if env.get("TIERGATE_REDIS_URL"):

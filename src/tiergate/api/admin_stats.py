@@ -26,7 +26,7 @@ from tiergate import metrics
 from tiergate.api.admin_common import AdminContext, invalid, json_response, parse_time
 from tiergate.api.admin_sessions import workspace_id
 from tiergate.api.masking import mask_secret
-from tiergate.api.shadow import live_percent, router_gate
+from tiergate.api.shadow import gate_state, gate_summary, live_percent, router_gate
 from tiergate.config import GatewayConfig
 from tiergate.db import audit_table, feedback_table, shadow_labels_table, usage_table
 from tiergate.routing.affinity import key_fingerprint
@@ -369,14 +369,19 @@ async def quality(ctx: AdminContext, request: Request) -> Response:
     items = []
     for r in routers:
         gate = await router_gate(engine, r, until)
+        live = live_percent(r)
         items.append(
             {
                 "router": r.name,
                 "mode": r.escalation.mode,
                 "rollout_percent": r.escalation.rollout_percent,
-                "live_percent": live_percent(r),
+                "live_percent": live,
                 "precision": gate.precision,
-                "gate": gate.as_dict(),
+                "gate": {
+                    **gate.as_dict(),
+                    "state": gate_state(gate, live),
+                    "summary": gate_summary(gate, live),
+                },
                 "escalation_latency": {
                     "feedback": from_feedback.get(r.name),
                     "labels": from_labels.get(r.name),

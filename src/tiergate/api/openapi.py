@@ -129,6 +129,8 @@ GATE = obj(
         "window_days": {"type": "integer"},
         "open": {"type": "boolean"},
         "reason": {"type": "string"},
+        "state": {"type": "string", "enum": ["live", "open", "closed"]},
+        "summary": {"type": "string"},
     },
     ["router", "labels", "precision", "open", "reason"],
 )

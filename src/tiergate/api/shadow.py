@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from sqlalchemy import case, delete, func, select
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -109,6 +109,27 @@ def live_percent(router: RouterConfig | None) -> float:
     if router is None or not escalation_applies(router) or router.escalation.mode != "auto":
         return 0.0
     return router.escalation.rollout_percent
+
+
+GateState = Literal["live", "open", "closed"]
+
+
+def gate_state(gate: GateStatus, live: float) -> GateState:
+    """What the dashboard shows for a router's gate. The gate only guards raising
+    the rollout (`raises_rollout`): a router already live for every session has
+    nothing left behind it, so it reads live (good), not a red closed gate."""
+    if live >= 100.0:
+        return "live"
+    return "open" if gate.open else "closed"
+
+
+def gate_summary(gate: GateStatus, live: float) -> str:
+    """One line beside the state: why it is what it is."""
+    if gate_state(gate, live) == "live":
+        return (
+            f"live for every session: the gate only guards raising rollout_percent ({gate.reason})"
+        )
+    return gate.reason
 
 
 def raises_rollout(old: RouterConfig | None, new: RouterConfig) -> bool:
@@ -293,4 +314,12 @@ async def router_gate_handler(ctx: AdminContext, request: Request) -> Response:
     if router is None:
         raise not_found(f"router {request.path_params['name']!r}")
     status = await router_gate(ctx.require_engine(), router, time.time())
-    return json_response({**status.as_dict(), "live_percent": live_percent(router)})
+    live = live_percent(router)
+    return json_response(
+        {
+            **status.as_dict(),
+            "live_percent": live,
+            "state": gate_state(status, live),
+            "summary": gate_summary(status, live),
+        }
+    )

@@ -94,3 +94,10 @@ export function short(hash, n = 10) {
   if (!hash) return DASH;
   return hash.length > n ? hash.slice(0, n) + "…" : hash;
 }
+
+/** A go-live gate's badge, [text, kind], from the API's `state`: a router already live
+ *  for every session reads LIVE (good), not a red CLOSED gate it no longer needs. */
+export function gateBadge(gate) {
+  const state = gate.state || (gate.open ? "open" : "closed");
+  return { live: ["LIVE", "good"], open: ["OPEN", "good"] }[state] || ["CLOSED", "bad"];
+}

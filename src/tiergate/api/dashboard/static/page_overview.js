@@ -6,7 +6,7 @@ import { api } from "./api.js";
 import { EVENT_COLOURS, OKABE_ITO, TIER_COLOURS, bars, legend, meter, stackedArea } from "./charts.js";
 import { card, fill, fillOnChange, h, select } from "./dom.js";
 import { eventLabel } from "./page_audit.js";
-import { DASH, axisTime, compact, dateTime, dec, int, pct, pct100, usd } from "./format.js";
+import { DASH, axisTime, compact, dateTime, dec, gateBadge, int, pct, pct100, usd } from "./format.js";
 
 /** Range name -> [seconds, bucket]. */
 export const RANGES = {
@@ -319,7 +319,7 @@ function drawQuality(el, q) {
         "div",
         {},
         h("h3", {}, "Go-live gate"),
-        h("p", {}, gate.open ? badge("OPEN", "good", "gate-state") : badge("CLOSED", "bad", "gate-state")),
+        h("p", {}, badge(...gateBadge(gate), "gate-state")),
         h("p", {}, "Labelled precision ", h("strong", { testid: "gate-precision" }, pct(gate.precision))),
         h(
           "p",
@@ -331,7 +331,7 @@ function drawQuality(el, q) {
           { class: "small muted" },
           `needs ${int(gate.min_labels)} labels at ≥ ${pct(gate.min_precision)} (${gate.window_days} days)`,
         ),
-        h("p", { class: "small muted", testid: "gate-reason" }, gate.reason),
+        h("p", { class: "small muted", testid: "gate-reason" }, gate.summary || gate.reason),
       ),
       h(
         "div",

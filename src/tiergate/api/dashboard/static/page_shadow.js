@@ -5,7 +5,7 @@
 
 import { api } from "./api.js";
 import { fill, fillOnChange, h, num, select, table } from "./dom.js";
-import { DASH, dateTime, dec, int, monthDayTime, pct, short } from "./format.js";
+import { DASH, dateTime, dec, gateBadge, int, monthDayTime, pct, short } from "./format.js";
 
 const LIMIT = 100;
 
@@ -83,8 +83,8 @@ function drawGates(el, routers) {
               { class: "kpi-value" },
               h(
                 "span",
-                { class: `badge ${r.gate.open ? "good" : "bad"}`, testid: `shadow-gate-state-${r.router}` },
-                r.gate.open ? "OPEN" : "CLOSED",
+                { class: `badge ${gateBadge(r.gate)[1]}`, testid: `shadow-gate-state-${r.router}` },
+                gateBadge(r.gate)[0],
               ),
               h("span", { class: "kpi-sub" }, " precision "),
               h("span", { testid: `shadow-precision-${r.router}` }, pct(r.gate.precision)),
