@@ -5,14 +5,21 @@ BIN     = $(VENV)/bin
 
 .PHONY: run test lint typecheck pytest bench clean soak soak-short chromium agents
 
-$(BIN)/.installed: pyproject.toml
+# Two markers, one venv: `make run` needs only the runtime dependencies
+# (pyproject's `dependencies`, ~200 MB); the dev extras (pytest, mypy, Playwright,
+# schemathesis, ...: ~700 MB in all) come in only for the targets that use them.
+$(BIN)/.runtime: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(BIN)/.installed: $(BIN)/.runtime
 	$(BIN)/pip install -q -e '.[dev]'
 	touch $@
 
 # `make run PORT=4100 HOST=0.0.0.0 CONFIG=tiergate.yaml`: each one optional.
-run: $(BIN)/.installed
+run: $(BIN)/.runtime
 	$(BIN)/tiergate serve $(if $(CONFIG),--config $(CONFIG)) $(if $(HOST),--host $(HOST)) $(if $(PORT),--port $(PORT))
 
 lint: $(BIN)/.installed

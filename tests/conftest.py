@@ -40,10 +40,20 @@ def _reachable(host: str, port: int, timeout: float = 0.3) -> bool:
         return False
 
 
+def service_address(url: str, default_port: int) -> tuple[str, int]:
+    """Host and port of a service URL: tests take both from TIERGATE_TEST_*_URL,
+    never assume the default port."""
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or default_port
+
+
+def service_reachable(url: str, default_port: int) -> bool:
+    return _reachable(*service_address(url, default_port))
+
+
 def require_service(name: str, url: str, default_port: int) -> None:
     """Skip (or fail, when TIERGATE_REQUIRE_SERVICES=1) if the URL's server refuses TCP."""
-    parts = urlsplit(url)
-    host, port = parts.hostname or "127.0.0.1", parts.port or default_port
+    host, port = service_address(url, default_port)
     if _reachable(host, port):
         return
     skip_unless_required(f"{name} is not reachable at {host}:{port}", "start it")

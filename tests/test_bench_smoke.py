@@ -16,14 +16,21 @@ from typing import Any
 
 import pytest
 
-from conftest import REDIS_URL, _reachable
+from conftest import REDIS_URL, service_address, service_reachable
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 
 
 def _redis_up() -> bool:
-    return _reachable("127.0.0.1", 6379) if "127.0.0.1:6379" in REDIS_URL else True
+    """Whether the Redis variants run: at TIERGATE_TEST_REDIS_URL, whatever its port.
+    Down is a failure under TIERGATE_REQUIRE_SERVICES=1, not a quiet --no-redis."""
+    if service_reachable(REDIS_URL, 6379):
+        return True
+    if os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1":
+        host, port = service_address(REDIS_URL, 6379)
+        pytest.fail(f"Redis is not reachable at {host}:{port} and TIERGATE_REQUIRE_SERVICES=1")
+    return False
 
 
 def run_bench(script: str, out: Path, *args: str, timeout: float = 60) -> dict[str, Any]:

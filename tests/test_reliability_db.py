@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import yaml
@@ -31,9 +32,9 @@ AUTH = {"authorization": f"Bearer {TOKEN}"}
 class TCPProxy:
     """A loopback TCP forwarder the test can cut and restore (the 'database outage')."""
 
-    def __init__(self, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int) -> None:
         self.port = free_port()
-        self.target = target_port
+        self.target = target_host, target_port
         self.loop = asyncio.new_event_loop()
         self.server: asyncio.base_events.Server | None = None
         self.writers: set[asyncio.StreamWriter] = set()
@@ -48,7 +49,7 @@ class TCPProxy:
             w.close()
 
     async def _handle(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        ur, uw = await asyncio.open_connection("127.0.0.1", self.target)
+        ur, uw = await asyncio.open_connection(*self.target)
         self.writers |= {w, uw}
         await asyncio.gather(self._pipe(r, uw), self._pipe(ur, w))
 
@@ -69,6 +70,16 @@ class TCPProxy:
 
     def down(self) -> None:
         asyncio.run_coroutine_threadsafe(self._down(), self.loop).result(5)
+
+
+def _pg_url(postgres_url: str, db: str, port: int | None = None) -> str:
+    """The test server's URL (user, password, host, query kept) for database `db`,
+    through loopback `port` when given: the proxy, whatever port the server is on."""
+    parts = urlsplit(postgres_url)
+    netloc = parts.netloc
+    if port is not None:
+        netloc = f"{netloc.rpartition('@')[0]}@127.0.0.1:{port}".lstrip("@")
+    return urlunsplit(parts._replace(netloc=netloc, path=f"/{db}"))
 
 
 def _pg_admin(postgres_url: str, sql: str) -> None:
@@ -111,11 +122,11 @@ def test_database_outage_spools_rows_and_writes_them_back(
 ) -> None:
     db = f"tg_{uuid.uuid4().hex[:12]}"
     _pg_admin(postgres_url, f"CREATE DATABASE {db}")
-    proxy = TCPProxy(5432)
+    server = urlsplit(postgres_url)
+    proxy = TCPProxy(server.hostname or "127.0.0.1", server.port or 5432)
     proxy.up()
-    user = postgres_url.split("://", 1)[1].split("@", 1)[0]
-    url = f"postgresql://{user}@127.0.0.1:{proxy.port}/{db}"
-    direct = f"postgresql://{user}@127.0.0.1:5432/{db}"
+    url = _pg_url(postgres_url, db, port=proxy.port)
+    direct = _pg_url(postgres_url, db)
     try:
         with ServerThread(create_sim_app()) as sim:
             cfg = parse_config(gateway_config(sim.url, database={"url": url}))
