@@ -65,7 +65,6 @@ from tiergate.routing.tier_state import (
     Reset,
     Tier,
     TierState,
-    session_hash,
     short_turn_id,
     tier_state_key,
 )
@@ -316,7 +315,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         ),
     ]
     events: list[AuditEvent] = []
-    shash = session_hash(inp.scope)
+    shash = inp.scope  # the usage rows' and access log's session_hash: one join key
 
     def audit(kind: AuditKind, trigger: str | None, after: Tier, header: str | None) -> None:
         events.append(
