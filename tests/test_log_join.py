@@ -11,15 +11,29 @@ from typing import Any
 
 import pytest
 
-from admin_support import AdminClient, admin_config, chat, escalating_router, gateway
+from admin_support import (
+    STRONG,
+    WEAK,
+    AdminClient,
+    admin_config,
+    chat,
+    database,
+    escalating_router,
+    gateway,
+)
 from servers import ServerThread
 from tiergate.sim.app import create_sim_app
 
 
-@pytest.fixture(scope="module")
-def env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerThread, AdminClient]]:
-    db = str(tmp_path_factory.mktemp("join") / "tg.db")
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def env(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[ServerThread, AdminClient]]:
+    """One gateway on the simulator, on SQLite and on PostgreSQL."""
+    pg = request.getfixturevalue("postgres_url") if request.param == "postgresql" else None
+    folder = tmp_path_factory.mktemp("join")
     with (
+        database(request.param, folder, pg) as db,
         ServerThread(create_sim_app()) as sim,
         gateway(admin_config(sim.url, db, routers=[escalating_router("esc")])) as pair,
     ):
@@ -72,3 +86,41 @@ def test_a_refused_request_logs_its_path_and_session(
     rid = r.headers["x-orca-request-id"]
     [line] = [x for x in caplog.records if x.name == "tiergate.access" and x.request_id == rid]
     assert line.path == "/v1/chat/completions" and line.status == 404
+
+
+def test_recent_sessions_name_workspace_routers_models_tiers_and_counts(
+    env: tuple[ServerThread, AdminClient],
+) -> None:
+    gw, admin = env
+    for _ in range(2):
+        assert chat(gw, "orcarouter/esc", "Hi", session="recent-1").status_code == 200
+    strong = chat(
+        gw, "orcarouter/esc", "Hard", session="recent-1", headers={"X-OrcaRouter-Tier": "strong"}
+    )
+    assert strong.status_code == 200
+    assert chat(gw, "openai/gpt-5-mini", "Hi", session="recent-2").status_code == 200
+    scope = admin.get("/sessions/default/recent-1?router=esc").json()["scope"]
+    items = admin.get("/session-scopes?limit=50").json()["items"]
+    assert items[0]["last_seen"] >= items[-1]["last_seen"]  # newest session first
+    by_hash = {s["session_hash"]: s for s in items}
+    s = by_hash[scope]
+    assert (s["workspace"], s["routers"], s["requests"], s["strong_requests"]) == (
+        "default",
+        ["esc"],
+        3,
+        1,
+    )
+    assert (s["last_router"], s["last_tier"], s["last_model"]) == ("esc", "strong", STRONG)
+    assert set(s["models"]) == {WEAK, STRONG} and s["errors"] == 0
+    assert s["first_seen"] < s["last_seen"] and s["cost_usd"] > 0
+    direct = admin.get("/sessions/default/recent-2").json()["scope"]
+    assert by_hash[direct]["routers"] == [] and by_hash[direct]["last_model"] == WEAK
+    # filters and bounds
+    only = admin.get("/session-scopes?router=esc&limit=50").json()["items"]
+    assert direct not in {x["session_hash"] for x in only} and scope in {
+        x["session_hash"] for x in only
+    }
+    assert admin.get("/session-scopes?limit=1").json()["items"][0]["session_hash"] == direct
+    assert admin.get("/session-scopes?workspace=other").json()["items"] == []
+    assert admin.get("/session-scopes?limit=0").status_code == 400
+    assert "recent-1" not in str(items)

@@ -234,6 +234,33 @@ RESPONSES: dict[str, Schema] = {
         },
         ["scope", "session_hash", "routers", "channel_pins"],
     ),
+    "RecentSessionList": obj(
+        {
+            "items": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "session_hash": {"type": "string"},
+                        "workspace": _STR,
+                        "requests": {"type": "integer"},
+                        "strong_requests": {"type": "integer"},
+                        "errors": {"type": "integer"},
+                        "cost_usd": {"type": "number"},
+                        "first_seen": {"type": "number"},
+                        "last_seen": {"type": "number"},
+                        "last_router": _STR,
+                        "last_model": _STR,
+                        "last_tier": _STR,
+                        "routers": {"type": "array", "items": {"type": "string"}},
+                        "models": {"type": "array", "items": {"type": "string"}},
+                    },
+                    ["session_hash", "requests", "last_seen", "routers", "models"],
+                ),
+            },
+            "limit": {"type": "integer"},
+        },
+        ["items", "limit"],
+    ),
     "LaneList": obj(
         {
             "workspace": {"type": "string"},
