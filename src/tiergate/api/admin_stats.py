@@ -47,7 +47,14 @@ _DAY = 86400.0
 HARD_FEEDBACK_BELOW = 0.5
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
 MAX_POINTS = 5000
-ESCALATION_EVENTS = ("escalated", "denied_cap", "shadow", "de_escalated", "reset")
+ESCALATION_EVENTS = (
+    "escalated",
+    "denied_cap",
+    "shadow",
+    "de_escalated",
+    "reset",
+    "strong_served",
+)
 
 
 def _window(request: Request, default_seconds: float = _DAY) -> tuple[float, float]:

@@ -362,10 +362,10 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "event": {
         "type": "string",
         "description": "Event kind(s), comma separated: escalated, denied_cap, de_escalated, "
-        "reset, shadow, gate_forced, config_changed, lane_released",
+        "reset, shadow, strong_served, gate_forced, config_changed, lane_released",
     },
     "trigger": {"type": "string"},
-    "session": {"type": "string", "description": "Session hash (audit) or scope (usage)"},
+    "session": {"type": "string", "description": "Session hash (its scope, in audit and usage)"},
     "request_id": {"type": "string"},
     "virtual_key": {"type": "string", "description": "A virtual key's id (vk_...)"},
     "model": {"type": "string"},
