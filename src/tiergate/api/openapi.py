@@ -29,7 +29,7 @@ from tiergate.api.openapi_schema import (
     obj,
     ref,
 )
-from tiergate.config import ChannelConfig, RouterConfig
+from tiergate.config import MAX_KEY_LENGTH, ChannelConfig, RouterConfig
 
 # ---- config models from pydantic ---------------------------------------------------
 
@@ -62,7 +62,9 @@ def _config_schemas() -> dict[str, Schema]:
     # What the validators check beyond the field types (tiergate.config):
     channel["properties"]["name"]["minLength"] = 1
     channel["properties"]["keys"].update(
-        minItems=1, items={"type": "string", "minLength": 1}, description=_KEYS
+        minItems=1,
+        items={"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
+        description=_KEYS,
     )
     channel["properties"]["models"]["minProperties"] = 1
     router["properties"]["name"]["pattern"] = ROUTER_NAME
@@ -201,6 +203,7 @@ RESPONSES: dict[str, Schema] = {
             "key": {
                 "type": "string",
                 "minLength": 1,
+                "maxLength": MAX_KEY_LENGTH,
                 "description": "The provider key, or a ${ENV_VAR} reference to keep it out "
                 "of the database. Never returned.",
             }
