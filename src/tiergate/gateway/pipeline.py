@@ -363,9 +363,11 @@ class Gateway:
             if not acc.finished:
                 status = 502
                 message = "Upstream stream ended without completing"
+                lane_pending = await self._release_failed_lane(ctx, served, observer, lane_pending)
                 yield ctx.fmt.stream_error(renderer, 502, message)
         except UpstreamError as err:
             status = err.client_status()
+            lane_pending = await self._release_failed_lane(ctx, served, observer, lane_pending)
             yield ctx.fmt.stream_error(renderer, status, "Upstream stream was interrupted")
         finally:
             # Runs on success, on upstream failure and on client disconnect
@@ -388,6 +390,27 @@ class Gateway:
                 )
         if _wants_cost(ctx.request):
             yield f": x-orca-cost={cost:.8f}\n\n".encode()
+
+    async def _release_failed_lane(
+        self,
+        ctx: _Ctx,
+        served: dispatch.Served,
+        observer: ToolCallObserver | None,
+        pending: bool,
+    ) -> bool:
+        """Record a failed streamed turn before the client sees the error event: a
+        client that retries on it must find the lane free, not 409 session_tier_busy.
+        Returns whether the lane is still pending (the relay's `finally` then
+        releases it, e.g. when this was cancelled by a disconnect)."""
+        if not pending or ctx.lane is None:
+            return pending
+        await self.lanes.finalize(
+            ctx.lane,
+            served_model=served.target.model,
+            response=None,
+            tool_call_ids=_client_tool_ids(ctx, observer),
+        )
+        return False
 
     # ---- shared tail ---------------------------------------------------------
 
