@@ -22,6 +22,7 @@ from admin_support import (
     gateway,
 )
 from servers import ServerThread
+from tiergate.routing.tier_state import session_hash
 from tiergate.sim.app import create_sim_app
 
 
@@ -124,3 +125,31 @@ def test_recent_sessions_name_workspace_routers_models_tiers_and_counts(
     assert admin.get("/session-scopes?workspace=other").json()["items"] == []
     assert admin.get("/session-scopes?limit=0").status_code == 400
     assert "recent-1" not in str(items)
+
+
+def test_audit_rows_written_before_the_join_still_show_in_the_inspector(
+    env: tuple[ServerThread, AdminClient],
+) -> None:
+    """Older audit rows carry session_hash(scope), a 24-hex hash of the scope."""
+    gw, admin = env
+    assert chat(gw, "orcarouter/esc", "Hi", session="legacy-1").status_code == 200
+    scope = admin.get("/sessions/default/legacy-1?router=esc").json()["scope"]
+    old = {
+        "ts": time.time(),
+        "event": "reset",
+        "workspace": None,
+        "router": "esc",
+        "session_hash": session_hash(scope),
+        "request_id": None,
+        "trigger": "admin",
+        "detail": {},
+    }
+    assert gw.loop is not None
+    gw.loop.call_soon_threadsafe(gw.app.state.tiergate.recorder.record, "audit", old)
+    deadline = time.monotonic() + 10
+    while True:
+        s = admin.get("/sessions/default/legacy-1?router=esc").json()
+        if s["recent_events"] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert [e["session_hash"] for e in s["recent_events"]] == [session_hash(scope)]
