@@ -174,6 +174,57 @@ def test_invalid_channel_lists_every_problem_and_changes_nothing(
     assert admin.post("/channels", json=[1, 2]).status_code == 400
 
 
+@pytest.mark.parametrize("weight", [1e308, 1000.5, -1, "heavy"])
+def test_a_channel_weight_out_of_bounds_is_a_400_naming_the_field(
+    gw: tuple[ServerThread, AdminClient], weight: Any
+) -> None:
+    """A weight is a relative share of a weighted pick: finite, 0 to 1000."""
+    _, admin = gw
+    for r in (
+        admin.patch("/channels/oa", json={"weight": weight}),
+        admin.post(
+            "/channels",
+            json={
+                "name": "w",
+                "type": "openai",
+                "keys": ["k"],
+                "weight": weight,
+                "models": {WEAK: {}},
+            },
+        ),
+    ):
+        assert r.status_code == 400
+        err = error_of(r)
+        assert any(p.startswith("channels.") and ".weight: " in p for p in err["problems"]), err
+    assert admin.get("/config").json()["version"] == 1  # nothing stored
+    assert admin.patch("/channels/oa", json={"weight": 1000}).json()["channel"]["weight"] == 1000
+
+
+def test_a_key_over_4096_characters_is_a_400_naming_the_field(
+    gw: tuple[ServerThread, AdminClient],
+) -> None:
+    """A 100,000-character "key" is a paste mistake; the error never echoes it."""
+    _, admin = gw
+    long_key = "sk-" + "x" * 100_000
+    for r in (
+        admin.post("/channels/oa/keys", json={"key": long_key}),
+        admin.put("/channels/oa/keys/0", json={"key": long_key}),
+    ):
+        assert r.status_code == 400
+        assert error_of(r)["message"] == "key: at most 4096 characters"
+        assert "x" * 100 not in r.text
+    r = admin.post(
+        "/channels",
+        json={"name": "k", "type": "openai", "keys": [long_key], "models": {WEAK: {}}},
+    )
+    assert r.status_code == 400
+    assert any(".keys.0: " in p and "4096" in p for p in error_of(r)["problems"])
+    assert "x" * 100 not in r.text
+    assert admin.get("/config").json()["version"] == 1  # nothing stored
+    ok = admin.post("/channels/oa/keys", json={"key": "sk-" + "y" * 4093})
+    assert ok.status_code == 201
+
+
 def test_patch_channel_and_its_forbidden_fields(gw: tuple[ServerThread, AdminClient]) -> None:
     _, admin = gw
     r = admin.patch("/channels/oa", json={"priority": 5, "cache_window_seconds": 120})

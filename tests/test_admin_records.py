@@ -25,7 +25,6 @@ from admin_support import (
 )
 from servers import ServerThread
 from tiergate.routing.affinity import key_fingerprint
-from tiergate.routing.tier_state import session_hash
 from tiergate.sim.app import create_sim_app
 
 LONG_SYSTEM = "You are a careful coding agent. " + " ".join(
@@ -87,7 +86,7 @@ def test_session_inspector_shows_tier_state_pins_and_decisions(env: dict[str, An
     assert r.status_code == 200
     s = r.json()
     assert (s["workspace"], s["session_id"]) == ("default", "sess-1")
-    assert len(s["scope"]) == 32 and s["session_hash"] == session_hash(s["scope"])
+    assert len(s["scope"]) == 32 and s["session_hash"] == s["scope"]  # the usage rows' hash
     (router,) = s["routers"]
     state = router["tier_state"]
     assert (router["router"], router["escalation_mode"]) == ("esc", "manual")

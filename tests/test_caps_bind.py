@@ -5,12 +5,15 @@ strong-tier model served outside the strong tier by any strategy."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from admin_support import AdminClient, admin_config, gateway
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import EscalationConfig, RouterConfig, parse_config
@@ -96,6 +99,17 @@ def test_only_strong_can_serve_then_strong_serves_counted_as_strong() -> None:
     d = resolve_escalation(_inputs(base_available=False), EscalationSnapshot())
     assert d.serve_tier == "strong" and d.header == "strong; reason=base_unavailable"
     assert not any(i.kind == "escalate" for i in d.intents)  # serves once, no ratchet
+    [ev] = d.events  # audited, the session's tier unchanged
+    assert (ev.kind, ev.trigger, ev.session_hash) == ("strong_served", "base_unavailable", "ws:s1")
+    assert (ev.tier_before, ev.tier_after, ev.header) == ("base", "base", d.header)
+    anon = resolve_escalation(
+        EscalationInputs(
+            router=replay_router(), scope=None, request_id="t", now=1e9, base_available=False
+        ),
+        EscalationSnapshot(),
+    )
+    assert anon.serve_tier == "strong"
+    assert [(e.kind, e.session_hash) for e in anon.events] == [("strong_served", None)]
 
 
 def test_only_strong_can_serve_but_the_cap_forbids_it() -> None:
@@ -216,3 +230,51 @@ def test_when_only_strong_can_serve_and_the_cap_allows_it_it_is_a_strong_serve(
         assert r.status_code == 200, r.text
         assert r.headers["x-orca-resolved-model"] == STRONG
         assert r.headers["x-orca-session-tier"] == "strong; reason=base_unavailable"
+
+
+def _poll(admin: AdminClient, path: str, want: int) -> list[dict[str, Any]]:
+    """The recorder writes in batches: poll until `want` rows show."""
+    deadline = time.monotonic() + 10
+    while True:
+        items: list[dict[str, Any]] = admin.get(path).json()["items"]
+        if len(items) >= want or time.monotonic() > deadline:
+            return items
+        time.sleep(0.1)
+
+
+def test_a_base_unavailable_strong_serve_writes_an_audit_event(
+    sim: ServerThread, tmp_path: Path
+) -> None:
+    """The strong serve shows in the audit log and the session's history, with the
+    same detail keys as every escalation event and the usage row's session_hash."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    doc = admin_config(sim.url, str(tmp_path / "tg.db"), routers=[_router("balanced", 100)])
+    for ch in doc["channels"]:
+        if WEAK in ch["models"]:
+            ch["models"][WEAK]["supports_tools"] = False
+    with gateway(doc) as (gw, admin):
+        for i in range(3):  # base traffic, so the strong serves below stay under the cap
+            assert _ask(gw, {"X-OrcaRouter-Session-Id": f"s-base-{i}"}).status_code == 200
+        r = _ask(gw, {"X-OrcaRouter-Session-Id": "s-audit"}, tools=tools)
+        assert r.headers["x-orca-session-tier"] == "strong; reason=base_unavailable"
+        anon = _ask(gw, {}, tools=tools)
+        assert anon.status_code == 200, anon.text
+        assert anon.headers["x-orca-resolved-model"] == STRONG
+        # an explicit ask (denied by the admission forecast): an escalation event to compare
+        esc = _ask(gw, {"X-OrcaRouter-Session-Id": "s-esc", "X-OrcaRouter-Tier": "strong"})
+        assert esc.status_code == 200
+        served = _poll(admin, "/audit?event=strong_served", 2)
+        [escalated] = _poll(admin, "/audit?event=escalated,denied_cap", 1)
+        usage = {u["request_id"]: u for u in _poll(admin, "/usage", 6)}
+        by_request = {e["request_id"]: e for e in served}
+        rid = r.headers["x-orca-request-id"]
+        assert set(by_request) == {rid, anon.headers["x-orca-request-id"]}
+        for req_id, ev in by_request.items():
+            assert (ev["router"], ev["trigger"]) == ("coding", "base_unavailable")
+            assert ev["session_hash"] == usage[req_id]["session_hash"]
+            assert ev["workspace"] == escalated["workspace"]
+            assert set(ev["detail"]) == set(escalated["detail"])
+            assert ev["detail"]["header"] == "strong; reason=base_unavailable"
+            assert ev["detail"]["tier_before"] == ev["detail"]["tier_after"] == "base"
+        session = admin.get("/sessions/default/s-audit?router=coding").json()
+        assert [e["event"] for e in session["recent_events"]] == ["strong_served"]

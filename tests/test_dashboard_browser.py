@@ -502,6 +502,11 @@ def test_session_inspector_and_reset(page: Page, env: dict[str, Any]) -> None:
     expect(page.get_by_test_id("session-title")).to_have_text("default / dev-2")
     first = page.get_by_test_id("recent-session").first
     scope = first.get_attribute("data-scope")
+    newest = admin.get("/session-scopes").json()["items"][0]
+    assert scope == newest["session_hash"]
+    expect(first.get_by_test_id("recent-session-counts")).to_contain_text(
+        f"{newest['requests']} req"
+    )
     first.click()
     expect(page.get_by_test_id("session-title")).to_have_text(f"scope {scope}")
 

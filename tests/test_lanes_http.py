@@ -297,6 +297,28 @@ def test_the_next_turn_right_after_a_reply_finds_the_lane_free(sim: Sim, stream:
         assert chat(g.url, body).status_code == 200  # a retry straight after the error
 
 
+@pytest.mark.parametrize("fault", ["stream_error", "disconnect"])
+def test_the_next_turn_right_after_a_stream_cut_mid_reply_finds_the_lane_free(
+    sim: Sim, fault: str
+) -> None:
+    """The lane is released before the client sees the error event that ends a
+    stream cut mid-reply (interrupted, or ended without completing): a client
+    that retries on that event gets 200, not 409 session_tier_busy."""
+    quick_failures = {"cooldown_seconds": 0, "max_attempts": 1}
+    with gateway(sim.url, server=quick_failures, session_tiers={"mode": "sticky"}) as g:
+        g.tiers.store = SlowStore()
+        for i in range(3):
+            lane = session()
+            sim.fault(kind=fault, status=500, after_chunks=2, count=1)
+            body = turn("auto:coding", user(f"Long {i} [[sim:output=20]]"), stream=True)
+            cut = chat(g.url, {**body, **managed(lane, MINI)})
+            assert cut.status_code == 200 and b'"error"' in cut.content, cut.content
+            again = chat(g.url, turn("auto:coding", user(f"Again {i}"), **managed(lane, MINI)))
+            assert again.status_code == 200, again.text
+            record = g.lane(lane)
+            assert record is not None and record.lease_id is None
+
+
 # ---- streamed tool calls: observed, hashed, bytes unchanged ---------------------
 
 

@@ -187,13 +187,21 @@ class ModelConfig(_Strict):
     supports_json: bool = True
 
 
+#: A channel's weight is a relative share of a weighted random pick: 0 drains it,
+#: and a thousandfold ratio between two channels is already all-or-nothing.
+MAX_CHANNEL_WEIGHT = 1000.0
+#: Provider keys are tens to a few hundred characters; a longer "key" is a paste
+#: mistake, and it would be sent on every upstream request.
+MAX_KEY_LENGTH = 4096
+
+
 class ChannelConfig(_Strict):
     name: str = Field(min_length=1, max_length=128)  # fits the usage/audit columns
     type: ChannelType
     base_url: str | None = None
-    keys: list[str] = Field(default_factory=list)
+    keys: list[Annotated[str, Field(max_length=MAX_KEY_LENGTH)]] = Field(default_factory=list)
     disabled_keys: list[int] = Field(default_factory=list)
-    weight: float = Field(1.0, ge=0)
+    weight: float = Field(1.0, ge=0, le=MAX_CHANNEL_WEIGHT, allow_inf_nan=False)
     priority: int = 0
     enabled: bool = True
     cache_window_seconds: int | None = Field(None, ge=1)

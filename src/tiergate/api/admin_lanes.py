@@ -33,7 +33,6 @@ from tiergate.lanes import SessionTierError, SessionTiers, StorageUnavailable
 from tiergate.lanes.metadata import LANES, Kind
 from tiergate.lanes.operator import KINDS, lane_refs, lane_views, release_lane
 from tiergate.routing.session import SessionId, sanitize_session_id, session_scope
-from tiergate.routing.tier_state import session_hash
 
 
 def _tiers(ctx: AdminContext) -> SessionTiers:
@@ -71,7 +70,7 @@ def _audit_hash(ctx: AdminContext, workspace: str, session: str) -> str | None:
     sid = sanitize_session_id(session)
     if sid is None:
         return None
-    return session_hash(session_scope(workspace_id(workspace), SessionId(sid, "admin", True)))
+    return session_scope(workspace_id(workspace), SessionId(sid, "admin", True))
 
 
 async def list_lanes(ctx: AdminContext, request: Request) -> Response:

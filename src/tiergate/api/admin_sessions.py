@@ -105,7 +105,9 @@ async def _recent(
     a, u = audit_table, usage_table
     qa = (
         select(a)
-        .where(a.c.session_hash == session_hash(scope))
+        # the scope since audit rows share the usage rows' hash; session_hash(scope)
+        # finds the rows written before that
+        .where(a.c.session_hash.in_([scope, session_hash(scope)]))
         .order_by(a.c.ts.desc())
         .limit(RECENT_ROWS)
     )
@@ -154,7 +156,7 @@ async def get_session(ctx: AdminContext, request: Request) -> Response:
     return json_response(
         {
             **ident,
-            "session_hash": session_hash(scope),
+            "session_hash": scope,
             "routers": out_routers,
             "channel_pins": channel_pins,
             "recent_events": events,
@@ -171,7 +173,7 @@ async def reset_session(ctx: AdminContext, request: Request) -> Response:
         raise AdminError(409, "Escalation is off for this router: no tier to reset", "no_tier")
     results = []
     now = time.time()
-    shash = session_hash(scope)
+    shash = scope  # the usage rows' and escalation audit events' session_hash
     for r in routers:
         key, esc = tier_state_key(scope, r.name), r.escalation
 

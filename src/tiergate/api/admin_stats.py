@@ -47,7 +47,14 @@ _DAY = 86400.0
 HARD_FEEDBACK_BELOW = 0.5
 BUCKETS = {"minute": 60, "hour": 3600, "day": 86400}
 MAX_POINTS = 5000
-ESCALATION_EVENTS = ("escalated", "denied_cap", "shadow", "de_escalated", "reset")
+ESCALATION_EVENTS = (
+    "escalated",
+    "denied_cap",
+    "shadow",
+    "de_escalated",
+    "reset",
+    "strong_served",
+)
 
 
 def _window(request: Request, default_seconds: float = _DAY) -> tuple[float, float]:
@@ -329,11 +336,18 @@ async def _feedback_latency(
         )
     )
     async with engine.connect() as conn:
-        escalated = {(r.router, r.session_hash): float(r.at) for r in await conn.execute(esc_q)}
+        esc_rows = [(r.router, r.session_hash, float(r.at)) for r in await conn.execute(esc_q)]
         turns = [
-            FeedbackTurn(r.router, session_hash(r.session_hash), float(r.ts), float(r.score))
+            FeedbackTurn(r.router, r.session_hash, float(r.ts), float(r.score))
             for r in await conn.execute(turn_q)
         ]
+    # audit rows carry the usage rows' session_hash (the scope); rows written before
+    # that carry session_hash(scope), mapped back through the turns' scopes
+    legacy = {session_hash(t.session): t.session for t in turns}
+    escalated: dict[tuple[str, str], float] = {}
+    for router, shash, at in esc_rows:
+        key = (router, legacy.get(shash, shash))
+        escalated[key] = min(at, escalated.get(key, at))
     return escalation_latency(escalated, turns)
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tiergate.api.admin_common import AdminError, invalid, not_found
+from tiergate.config import MAX_KEY_LENGTH
 
 Doc = dict[str, Any]
 
@@ -105,6 +106,8 @@ def _valid_key(body: dict[str, Any]) -> str:
         raise invalid("key: a non-empty string is required")
     if key != key.strip():
         raise invalid("key: leading or trailing whitespace")
+    if len(key) > MAX_KEY_LENGTH:
+        raise invalid(f"key: at most {MAX_KEY_LENGTH} characters")
     return key
 
 

@@ -29,7 +29,7 @@ from tiergate.api.openapi_schema import (
     obj,
     ref,
 )
-from tiergate.config import ChannelConfig, RouterConfig
+from tiergate.config import MAX_KEY_LENGTH, ChannelConfig, RouterConfig
 
 # ---- config models from pydantic ---------------------------------------------------
 
@@ -62,7 +62,9 @@ def _config_schemas() -> dict[str, Schema]:
     # What the validators check beyond the field types (tiergate.config):
     channel["properties"]["name"]["minLength"] = 1
     channel["properties"]["keys"].update(
-        minItems=1, items={"type": "string", "minLength": 1}, description=_KEYS
+        minItems=1,
+        items={"type": "string", "minLength": 1, "maxLength": MAX_KEY_LENGTH},
+        description=_KEYS,
     )
     channel["properties"]["models"]["minProperties"] = 1
     router["properties"]["name"]["pattern"] = ROUTER_NAME
@@ -204,6 +206,7 @@ RESPONSES: dict[str, Schema] = {
             "key": {
                 "type": "string",
                 "minLength": 1,
+                "maxLength": MAX_KEY_LENGTH,
                 "description": "The provider key, or a ${ENV_VAR} reference to keep it out "
                 "of the database. Never returned.",
             }
@@ -236,6 +239,33 @@ RESPONSES: dict[str, Schema] = {
             "recent_requests": {"type": "array", "items": {"type": "object"}},
         },
         ["scope", "session_hash", "routers", "channel_pins"],
+    ),
+    "RecentSessionList": obj(
+        {
+            "items": {
+                "type": "array",
+                "items": obj(
+                    {
+                        "session_hash": {"type": "string"},
+                        "workspace": _STR,
+                        "requests": {"type": "integer"},
+                        "strong_requests": {"type": "integer"},
+                        "errors": {"type": "integer"},
+                        "cost_usd": {"type": "number"},
+                        "first_seen": {"type": "number"},
+                        "last_seen": {"type": "number"},
+                        "last_router": _STR,
+                        "last_model": _STR,
+                        "last_tier": _STR,
+                        "routers": {"type": "array", "items": {"type": "string"}},
+                        "models": {"type": "array", "items": {"type": "string"}},
+                    },
+                    ["session_hash", "requests", "last_seen", "routers", "models"],
+                ),
+            },
+            "limit": {"type": "integer"},
+        },
+        ["items", "limit"],
     ),
     "LaneList": obj(
         {
@@ -338,10 +368,10 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "event": {
         "type": "string",
         "description": "Event kind(s), comma separated: escalated, denied_cap, de_escalated, "
-        "reset, shadow, gate_forced, config_changed, lane_released",
+        "reset, shadow, strong_served, gate_forced, config_changed, lane_released",
     },
     "trigger": {"type": "string"},
-    "session": {"type": "string", "description": "Session hash (audit) or scope (usage)"},
+    "session": {"type": "string", "description": "Session hash (its scope, in audit and usage)"},
     "request_id": {"type": "string"},
     "virtual_key": {"type": "string", "description": "A virtual key's id (vk_...)"},
     "model": {"type": "string"},

@@ -86,6 +86,7 @@ async def embeddings_endpoint(gateway: Gateway, request: Request) -> Response:
                 started=started,
                 error_type=err.code or "refused",
                 virtual_key=workspace.key_id,
+                path=request.scope.get("path"),
             )
         headers.update(err.headers or {})
         return gateway.error_response(OPENAI, err, headers)

@@ -108,6 +108,7 @@ def record_failure(
     virtual_key: str | None = None,
     channel: str | None = None,
     key_index: int | None = None,
+    path: str | None = None,
 ) -> None:
     """The usage row and the access log line of a request that got no upstream reply
     (`channel`, `key_index`: what the last attempt tried, when one was made)."""
@@ -127,6 +128,7 @@ def record_failure(
         session_hash=plan.session_hash if plan is not None else None,
         error_type=error_type,
         virtual_key=virtual_key,
+        path=path,
     )
     recorder.record("usage", record.row())
     access_log.info("request", extra=record.log_fields())
@@ -150,7 +152,12 @@ def count_refusal(plan: RoutePlan | None, status: int, started: float) -> float:
 
 
 def log_refusal(
-    plan: RoutePlan | None, status: int, started: float, request_id: str, error_type: str | None
+    plan: RoutePlan | None,
+    status: int,
+    started: float,
+    request_id: str,
+    error_type: str | None,
+    path: str | None = None,
 ) -> None:
     """Count and log a request refused before or without an upstream reply: the
     access log shows every request, not only the served ones."""
@@ -160,10 +167,12 @@ def log_refusal(
         "request",
         extra={
             "request_id": request_id,
+            "path": path,
             "router": router,
             "model": plan.models[0] if plan is not None and plan.models else None,
             "status": status,
             "latency_ms": round(latency * 1000, 2),
             "error_type": error_type,
+            "session_hash": plan.session_hash if plan is not None else None,
         },
     )

@@ -155,15 +155,17 @@ class Gateway:
         except GatewayError as err:
             if err.code == "session_tier_busy":
                 metrics.LEASE_CONFLICTS_TOTAL.inc()
-            self._refused(request_id, workspace, plan, err, started)
+            self._refused(request_id, workspace, plan, err, started, request)
             headers.update(err.headers or {})
             return self.error_response(fmt, err, headers)
         except FormatError as err:  # the request cannot be expressed in the upstream's format
             refusal = GatewayError(400, err.message, "invalid_request")
-            self._refused(request_id, workspace, plan, refusal, started)
+            self._refused(request_id, workspace, plan, refusal, started, request)
             return self.error_response(fmt, refusal, headers)
         except ClientDisconnect:
-            failures.log_refusal(plan, 499, started, request_id, "client_disconnect")
+            failures.log_refusal(
+                plan, 499, started, request_id, "client_disconnect", request.scope.get("path")
+            )
             return Response(status_code=499, headers=headers)
 
     async def explain(self, fmt: InboundFormat, request: Request) -> Response:
@@ -361,9 +363,11 @@ class Gateway:
             if not acc.finished:
                 status = 502
                 message = "Upstream stream ended without completing"
+                lane_pending = await self._release_failed_lane(ctx, served, observer, lane_pending)
                 yield ctx.fmt.stream_error(renderer, 502, message)
         except UpstreamError as err:
             status = err.client_status()
+            lane_pending = await self._release_failed_lane(ctx, served, observer, lane_pending)
             yield ctx.fmt.stream_error(renderer, status, "Upstream stream was interrupted")
         finally:
             # Runs on success, on upstream failure and on client disconnect
@@ -386,6 +390,27 @@ class Gateway:
                 )
         if _wants_cost(ctx.request):
             yield f": x-orca-cost={cost:.8f}\n\n".encode()
+
+    async def _release_failed_lane(
+        self,
+        ctx: _Ctx,
+        served: dispatch.Served,
+        observer: ToolCallObserver | None,
+        pending: bool,
+    ) -> bool:
+        """Record a failed streamed turn before the client sees the error event: a
+        client that retries on it must find the lane free, not 409 session_tier_busy.
+        Returns whether the lane is still pending (the relay's `finally` then
+        releases it, e.g. when this was cancelled by a disconnect)."""
+        if not pending or ctx.lane is None:
+            return pending
+        await self.lanes.finalize(
+            ctx.lane,
+            served_model=served.target.model,
+            response=None,
+            tool_call_ids=_client_tool_ids(ctx, observer),
+        )
+        return False
 
     # ---- shared tail ---------------------------------------------------------
 
@@ -455,6 +480,7 @@ class Gateway:
             attempts=attempts,
             session_hash=ctx.plan.session_hash,
             error_type=None if status == 200 else "upstream",
+            path=ctx.request.scope.get("path"),
         )
         self.recorder.record("usage", record.row())
         log.info("request", extra=record.log_fields())
@@ -489,6 +515,7 @@ class Gateway:
             stream=ctx.req.stream,
             started=ctx.started,
             error_type=getattr(err, "kind", "no_upstream"),
+            path=ctx.request.scope.get("path"),
             **failures.attempt_fields(err),
         )
         self.planner.commits.spawn(
@@ -503,11 +530,13 @@ class Gateway:
         plan: RoutePlan | None,
         err: GatewayError,
         started: float,
+        request: Request,
     ) -> None:
         """Count a refusal and log it; after authentication it also gets a usage row
         (an unauthenticated request has no workspace to bill)."""
+        path = request.scope.get("path")
         if workspace is None:
-            failures.log_refusal(plan, err.status, started, request_id, err.code)
+            failures.log_refusal(plan, err.status, started, request_id, err.code, path)
             return
         failures.count_refusal(plan, err.status, started)
         failures.record_failure(
@@ -520,6 +549,7 @@ class Gateway:
             started=started,
             error_type=err.code or "refused",
             virtual_key=workspace.key_id,
+            path=path,
         )
 
     def error_response(

@@ -520,7 +520,10 @@ def audit_row(ev: escalation.AuditEvent, plan: RoutePlan) -> dict[str, Any]:
     return {
         "ts": ev.at,
         "event": ev.kind,
-        "workspace": plan.decision.workspace if plan.decision else None,
+        # a decision for no identifiable session names no workspace (it counts no
+        # workspace share): the plan's workspace id, as every other event carries
+        "workspace": (plan.decision.workspace if plan.decision else None)
+        or plan.extras.get("workspace_id"),
         "router": ev.router,
         "session_hash": ev.session_hash,
         "request_id": plan.extras.get("request_id"),

@@ -37,6 +37,9 @@ class UsageRecord:
     #: the virtual key presented, if any: its public id (vk_...), never the token
     #: or its hash; None for the workspace's YAML tokens
     virtual_key: str | None = None
+    #: the request's path (/v1/chat/completions, /v1/messages, ...): the access log
+    #: line's only, not a usage column
+    path: str | None = None
 
     def row(self) -> dict[str, Any]:
         """The usage table's row (`stream` as 0/1, like every integer column)."""
@@ -46,14 +49,18 @@ class UsageRecord:
 
     def log_fields(self) -> dict[str, Any]:
         """The access log line's fields, served or failed, rounded for reading
-        (`error_type` None when served)."""
+        (`error_type` None when served). `session_hash` is the usage row's and the
+        audit events' (the session's scope), so one session joins across all three."""
         return {
             "request_id": self.request_id,
+            "path": self.path,
             "workspace": self.workspace,
             "router": self.router,
             "model": self.model,
             "channel": self.channel,
             "key_index": self.key_index,
+            "tier": self.tier,
+            "session_hash": self.session_hash,
             "status": self.status,
             "stream": self.stream,
             "latency_ms": round(self.latency_ms, 2),
@@ -66,4 +73,4 @@ class UsageRecord:
         }
 
 
-_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord))
+_FIELDS = tuple(f.name for f in dataclasses.fields(UsageRecord) if f.name != "path")

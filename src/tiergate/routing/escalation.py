@@ -65,7 +65,6 @@ from tiergate.routing.tier_state import (
     Reset,
     Tier,
     TierState,
-    session_hash,
     short_turn_id,
     tier_state_key,
 )
@@ -81,7 +80,7 @@ DEFAULT_DELTA_T2 = 0.55
 #: Consecutive evaluated turns at or above the threshold that make a trigger.
 DIFFICULTY_STREAK = 2
 
-AuditKind = Literal["escalated", "denied_cap", "de_escalated", "reset", "shadow"]
+AuditKind = Literal["escalated", "denied_cap", "de_escalated", "reset", "shadow", "strong_served"]
 HEADER_NAME = "X-Orca-Session-Tier"
 
 
@@ -193,7 +192,9 @@ class AuditEvent:
 
     kind: AuditKind
     router: str
-    session_hash: str
+    #: the session's scope (the usage rows' session_hash); None for a request with
+    #: no identifiable session (only a `strong_served` has one)
+    session_hash: str | None
     trigger: str | None
     header: str | None
     tier_before: Tier
@@ -276,6 +277,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
             return _inactive(router, (traffic,))
         # only the strong tier can serve it: a strong serve, counted and capped as one
         refused = caps.one_refused
+        served = () if refused else (_base_unavailable_event(inp, snap, threshold, "base"),)
         return EscalationDecision(
             applies=False,
             serve_tier="base" if refused else "strong",
@@ -283,6 +285,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
             trigger="base_unavailable",
             share_capped=refused,
             intents=(traffic,),
+            events=served,
             router_name=router.name,
             config=esc,
         )
@@ -316,7 +319,7 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         ),
     ]
     events: list[AuditEvent] = []
-    shash = session_hash(inp.scope)
+    shash = inp.scope  # the usage rows' and access log's session_hash: one join key
 
     def audit(kind: AuditKind, trigger: str | None, after: Tier, header: str | None) -> None:
         events.append(
@@ -417,6 +420,9 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
                 deny_share("base_unavailable")
         else:
             serve, reason, trigger = "strong", "base_unavailable", "base_unavailable"
+            # one request on strong, the session's tier unchanged: audited like a
+            # tier decision, so the strong serve shows in the session's history
+            audit("strong_served", "base_unavailable", session_tier, STRONG_SERVED_HEADER)
 
     header = serve if reason is None else f"{serve}; reason={reason}"
     return EscalationDecision(
@@ -441,6 +447,35 @@ def resolve_escalation(inp: EscalationInputs, snap: EscalationSnapshot) -> Escal
         state_raw=snap.state_raw,
         config=esc,
         state=snap.state if snap.state_raw is not None else None,
+    )
+
+
+STRONG_SERVED_HEADER = "strong; reason=base_unavailable"
+
+
+def _base_unavailable_event(
+    inp: EscalationInputs, snap: EscalationSnapshot, threshold: float, tier: Tier
+) -> AuditEvent:
+    """The audit event of a strong serve because no base model can serve, for a
+    request with no identifiable session (no tier state: no streak, no strikes)."""
+    esc, ws = inp.router.escalation, snap.workspace_share
+    return AuditEvent(
+        kind="strong_served",
+        router=inp.router.name,
+        session_hash=inp.scope,
+        trigger="base_unavailable",
+        header=STRONG_SERVED_HEADER,
+        tier_before=tier,
+        tier_after=tier,
+        delta_score=inp.delta_score,
+        threshold=threshold,
+        difficulty_streak=0,
+        strike_count=0,
+        router_share=snap.router_share.share(esc.share_cap_basis),
+        workspace_share=ws.share(esc.share_cap_basis) if ws else None,
+        at=inp.now,
+        scorer=esc.scorer,
+        score_reasons=inp.score_reasons,
     )
 
 

@@ -23,6 +23,7 @@ export const EVENT_COLOURS = {
   denied_cap: OKABE_ITO.vermillion,
   de_escalated: OKABE_ITO.sky,
   reset: OKABE_ITO.green,
+  strong_served: OKABE_ITO.yellow,
 };
 
 /** The smallest 1/2/2.5/5 x 10^k at or above v (an axis maximum). */

@@ -13,6 +13,7 @@ export const EVENTS = [
   "shadow",
   "de_escalated",
   "reset",
+  "strong_served",
   "config_changed",
   "gate_forced",
   "lane_released",
@@ -194,6 +195,7 @@ export function mount(view, ctx) {
 const EVENT_LABELS = {
   denied_cap: "denied (cap)",
   de_escalated: "de-escalated",
+  strong_served: "strong served",
   config_changed: "config changed",
   gate_forced: "gate forced",
   lane_released: "lane released",

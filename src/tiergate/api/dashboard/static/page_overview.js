@@ -18,7 +18,7 @@ export const RANGES = {
 };
 const BUCKET_SECONDS = { minute: 60, hour: 3600, day: 86400 };
 const TIER_ORDER = ["base", "strong", null];
-const EVENT_ORDER = ["escalated", "denied_cap", "shadow", "de_escalated", "reset"];
+const EVENT_ORDER = ["escalated", "denied_cap", "shadow", "de_escalated", "reset", "strong_served"];
 
 export function tierName(tier) {
   return tier ?? "direct";

@@ -11,7 +11,7 @@ import { card, fill, h, num, table } from "./dom.js";
 import { DASH, dateTime, int, relative, short, usd } from "./format.js";
 import { describe, eventBadge } from "./page_audit.js";
 
-const RECENT_USAGE = 300;
+const RECENT_SESSIONS = 20;
 
 /** The API path of the session the query names, or null. */
 export function sessionPath(q) {
@@ -35,7 +35,7 @@ export function mount(view, ctx) {
         "div",
         {},
         card("Find a session", finder),
-        card("Recent sessions", recent, { note: "from usage rows" }),
+        card("Recent sessions", recent, { note: "from usage rows, last 7 days" }),
       ),
       h("div", {}, message, detail),
     ),
@@ -80,8 +80,8 @@ export function mount(view, ctx) {
     const q = ctx.query();
     const path = sessionPath(q);
     const byId = path && !q.get("scope");
-    const [usage, session, lanes] = await Promise.all([
-      api("/usage", { query: { limit: RECENT_USAGE } }),
+    const [recentSessions, session, lanes] = await Promise.all([
+      api("/session-scopes", { query: { limit: RECENT_SESSIONS } }),
       path
         ? api(path).catch((err) =>
             err.status === 404 || err.status === 400 ? { error: err } : Promise.reject(err),
@@ -90,7 +90,7 @@ export function mount(view, ctx) {
       // the lane store may be down while the rest of the session reads fine
       byId ? api(`${path}/lanes`).catch((err) => ({ error: err })) : null,
     ]);
-    drawRecent(recent, usage.items, session && !session.error ? session.scope : null, ctx);
+    drawRecent(recent, recentSessions.items, session && !session.error ? session.scope : null, ctx);
     if (!session) {
       fill(
         detail,
@@ -105,21 +105,7 @@ export function mount(view, ctx) {
   return { refresh };
 }
 
-function drawRecent(el, rows, selected, ctx) {
-  const byScope = new Map();
-  for (const r of rows) {
-    if (!r.session_hash) continue;
-    const s = byScope.get(r.session_hash) || {
-      scope: r.session_hash,
-      requests: 0,
-      last: r,
-      routers: new Set(),
-    };
-    s.requests += 1;
-    if (r.router) s.routers.add(r.router);
-    byScope.set(r.session_hash, s);
-  }
-  const items = [...byScope.values()].slice(0, 20);
+function drawRecent(el, items, selected, ctx) {
   fill(
     el,
     items.length
@@ -134,16 +120,26 @@ function drawRecent(el, rows, selected, ctx) {
                 "button",
                 {
                   type: "button",
-                  class: s.scope === selected ? "link current" : "link",
+                  class: s.session_hash === selected ? "link current" : "link",
                   testid: "recent-session",
-                  dataset: { scope: s.scope },
-                  onclick: () => ctx.go({ scope: s.scope, workspace: null, session: null }),
+                  dataset: { scope: s.session_hash },
+                  title: s.session_hash,
+                  onclick: () => ctx.go({ scope: s.session_hash, workspace: null, session: null }),
                 },
-                h("code", {}, short(s.scope, 16)),
+                h("code", {}, short(s.session_hash, 16)),
+                s.workspace ? h("span", { class: "muted small" }, ` ${s.workspace}`) : "",
                 h(
                   "span",
-                  { class: "muted small block" },
-                  `${[...s.routers].join(", ") || "direct"} · ${s.requests} req · last ${s.last.tier ?? DASH} · ${relative(s.last.ts)}`,
+                  { class: "small block", testid: "recent-session-route" },
+                  `${s.routers.join(", ") || "direct"} · ${s.last_tier ?? DASH} · ${s.last_model ?? DASH}`,
+                ),
+                h(
+                  "span",
+                  { class: "muted small block", testid: "recent-session-counts" },
+                  `${int(s.requests)} req` +
+                    (s.strong_requests ? ` (${int(s.strong_requests)} strong)` : "") +
+                    (s.errors ? ` · ${int(s.errors)} failed` : "") +
+                    ` · ${usd(s.cost_usd)} · last ${relative(s.last_seen)}`,
                 ),
               ),
             ),
