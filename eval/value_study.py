@@ -1,0 +1,286 @@
+"""Which escalation decision buys counterfactual value? A leave-one-framework-out study
+(issue #29, item 3).
+
+    PYTHONPATH=src:. python -m eval.value_study --corpus-dir /work/cache/cfscore/corpus
+
+The credit of a strong turn is linear (DESIGN.md, "Counterfactual escalation
+value"): serving turn k of a session strong earns `(1 - r) p / n`, whatever k
+is. So the best decision at every turn ranks turns by the *expected value per
+strong turn*, `E[(1 - r) p / n | what the gateway has seen by turn k]`, and
+serves strong above a threshold set by the strong-turn budget. This study fits
+that expectation from the gateway's own per-turn features (the session scorer's
+FEATURE_NAMES, computed by the planner exactly as at request time, plus the
+turn index), on every framework but one, and scores the one left out against
+the baseline ladder at the same strong-turn share.
+
+Decisions compared on the held-out framework (each at its own threshold, the
+percentile of its own scores that spends `--share` of its turns, as an online
+percentile threshold would):
+- `value-sticky`: escalate at the first turn scored over the threshold and stay
+  strong to the end (share_cap_mode admit's semantics: never cut off);
+- `value-per-turn`: strong on exactly the turns scored over it (may flap);
+- `length`: the length rule (escalate at turn N), the ladder's own baseline;
+- `random`: PGR = share.
+
+Data: the outcome corpora of eval/realtraffic/outcomes.py (SWE-bench Lite runs
+with Verified instances removed at build, Multi-SWE-bench Java, Terminal-Bench;
+licences in docs/real-traffic.md). Held out from everything: SWE-bench Verified,
+RouteLLM's and RouterArena's data (never read here). Nothing is shipped from this
+study unless its left-out figures beat both baselines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from eval.session_scorer_data import Extracted, extract, stream_jsonl
+from tiergate.replay.counterfactual import SessionValue, score
+
+CORPORA = ("swebench-lite", "msb-java", "terminal-bench")
+
+
+@dataclass
+class Corpus:
+    """Per-turn features and per-session outcome columns of the outcome corpora."""
+
+    x: np.ndarray  # (turns, features)
+    turn: np.ndarray  # (turns,) 1-based turn index within its session
+    session: np.ndarray  # (turns,) session index
+    r: np.ndarray  # (sessions,)
+    p: np.ndarray  # (sessions,)
+    n: np.ndarray  # (sessions,)
+    framework: np.ndarray  # (sessions,) str
+    corpus: np.ndarray  # (sessions,) str
+    instance: np.ndarray  # (sessions,) str
+    session_id: np.ndarray  # (sessions,) str
+
+
+def outcome_columns(path: Path) -> tuple[list[float], list[float]]:
+    r, p = [], []
+    for doc in stream_jsonl(path):
+        r.append(1.0 if doc.get("resolved") else 0.0)
+        p.append(float(doc.get("strong_odds") or 0.0))
+    return r, p
+
+
+def load(corpus_dir: Path, cache: Path) -> Corpus:
+    parts = []
+    for name in CORPORA:
+        path = corpus_dir / f"outcomes-{name}.jsonl"
+        npz = cache / f"value-{name}.npz"
+        if npz.exists():
+            ex = Extracted.load(npz)
+        else:
+            print(f"extracting {path.name} ...", file=sys.stderr, flush=True)
+            ex = extract(stream_jsonl(path), real=True)
+            ex.save(npz)
+        r, p = outcome_columns(path)
+        parts.append((name, ex, r, p))
+    xs, turns, sessions, cols = [], [], [], {k: [] for k in ("r", "p", "n", "fw", "c", "i", "s")}
+    offset = 0
+    for name, ex, r, p in parts:
+        counts = np.bincount(ex.session, minlength=len(ex.session_id))
+        first = np.concatenate([[0], np.cumsum(counts)[:-1]])
+        turns.append(np.arange(len(ex.session)) - first[ex.session] + 1)
+        xs.append(ex.x)
+        sessions.append(ex.session + offset)
+        offset += len(ex.session_id)
+        cols["r"] += r
+        cols["p"] += p
+        cols["n"] += counts.tolist()
+        cols["fw"] += ex.framework.tolist()
+        cols["c"] += [name] * len(ex.session_id)
+        cols["i"] += [f"{name}:{i}" for i in ex.instance]
+        cols["s"] += ex.session_id.tolist()
+    return Corpus(
+        x=np.vstack(xs),
+        turn=np.concatenate(turns).astype(np.float64),
+        session=np.concatenate(sessions),
+        r=np.array(cols["r"]),
+        p=np.array(cols["p"]),
+        n=np.array(cols["n"], dtype=np.float64),
+        framework=np.array(cols["fw"]),
+        corpus=np.array(cols["c"]),
+        instance=np.array(cols["i"]),
+        session_id=np.array(cols["s"]),
+    )
+
+
+def design(c: Corpus) -> np.ndarray:
+    """The inputs: the session scorer's features plus the turn index (log and linear)."""
+    return np.column_stack([c.x, np.log1p(c.turn), c.turn / 50.0])
+
+
+def fit_ridge(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> tuple[np.ndarray, ...]:
+    """Weighted ridge regression on standardised inputs: (mean, scale, weights, bias)."""
+    mu = np.average(x, axis=0, weights=w)
+    sd = np.sqrt(np.average((x - mu) ** 2, axis=0, weights=w))
+    sd[sd == 0] = 1.0
+    z = (x - mu) / sd
+    sw = np.sqrt(w)[:, None]
+    a = np.column_stack([z, np.ones(len(z))]) * sw
+    reg = l2 * np.eye(a.shape[1])
+    reg[-1, -1] = 0.0
+    beta = np.linalg.solve(a.T @ a + reg, a.T @ (y * sw[:, 0]))
+    return mu, sd, beta[:-1], beta[-1:]
+
+
+def predict(model: tuple[np.ndarray, ...], x: np.ndarray) -> np.ndarray:
+    mu, sd, coef, bias = model
+    return ((x - mu) / sd) @ coef + bias[0]
+
+
+def sticky_strong(c: Corpus, keep: np.ndarray, over: np.ndarray) -> dict[int, tuple[int, int]]:
+    """(strong turns, first strong turn) per session: strong from the first turn over."""
+    out: dict[int, tuple[int, int]] = {}
+    for t in np.flatnonzero(keep & over):
+        s = int(c.session[t])
+        k = int(c.turn[t])
+        if s not in out or k < out[s][1]:
+            out[s] = (int(c.n[s]) - k + 1, k)
+    return out
+
+
+def per_turn_strong(c: Corpus, keep: np.ndarray, over: np.ndarray) -> dict[int, tuple[int, int]]:
+    out: dict[int, tuple[int, int]] = {}
+    for t in np.flatnonzero(keep & over):
+        s = int(c.session[t])
+        k = int(c.turn[t])
+        strong, first = out.get(s, (0, k))
+        out[s] = (strong + 1, min(first, k))
+    return out
+
+
+def values(
+    c: Corpus, sessions: np.ndarray, strong: dict[int, tuple[int, int]]
+) -> list[SessionValue]:
+    return [
+        SessionValue(
+            session_id=str(c.session_id[s]),
+            instance=str(c.instance[s]),
+            resolved=float(c.r[s]),
+            odds=float(c.p[s]),
+            turns=int(c.n[s]),
+            strong=strong.get(int(s), (0, 0))[0],
+            first_strong=strong[int(s)][1] if int(s) in strong else None,
+        )
+        for s in sessions
+    ]
+
+
+def threshold_for_share(
+    c: Corpus, keep: np.ndarray, scores: np.ndarray, share: float, sticky: bool
+) -> float:
+    """The score threshold that spends `share` of the group's turns (bisection)."""
+    total = float(c.n[np.unique(c.session[keep])].sum())
+    lo, hi = float(scores[keep].min()) - 1e-9, float(scores[keep].max()) + 1e-9
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        over = scores > mid
+        strong = (sticky_strong if sticky else per_turn_strong)(c, keep, over)
+        spent = sum(v[0] for v in strong.values()) / total
+        lo, hi = (mid, hi) if spent > share else (lo, mid)
+    return hi
+
+
+#: What the regression learns per turn (all per session, repeated on its turns).
+TARGETS = {
+    "value": "(1 - r) p / n: the credit of one strong turn (the decision's own objective)",
+    "gain": "(1 - r) p: the credit of a whole rescue, ignoring its length",
+    "odds": "p: the strong model's chance on the task",
+    "losing": "1 - r: the base agent is failing",
+}
+
+
+def target(c: Corpus, name: str) -> np.ndarray:
+    per_session = {
+        "value": (1.0 - c.r) * c.p / c.n * c.n.mean(),  # scaled to order 1
+        "gain": (1.0 - c.r) * c.p,
+        "odds": c.p,
+        "losing": 1.0 - c.r,
+    }[name]
+    return np.asarray(per_session[c.session])
+
+
+def run(c: Corpus, share: float, l2: float, target_name: str) -> list[dict[str, object]]:
+    x = design(c)
+    y = target(c, target_name)
+    rows: list[dict[str, object]] = []
+    for held in sorted(set(c.framework.tolist())):
+        train_s = c.framework != held
+        train_t = train_s[c.session]
+        # each training framework weighs the same in total, whatever its size
+        fw_turns = {f: float(c.n[c.framework == f].sum()) for f in set(c.framework[train_s])}
+        w = np.array([1.0 / fw_turns[c.framework[s]] for s in c.session[train_t]])
+        model = fit_ridge(x[train_t], y[train_t], w, l2)
+        scores = predict(model, x)
+        for corpus_name in CORPORA:
+            keep_s = (c.framework == held) & (c.corpus == corpus_name)
+            if keep_s.sum() < 30:
+                continue
+            keep_t = keep_s[c.session]
+            sessions = np.flatnonzero(keep_s)
+            for name, sticky in (("value-sticky", True), ("value-per-turn", False)):
+                thr = threshold_for_share(c, keep_t, scores, share, sticky)
+                over = scores > thr
+                strong = (sticky_strong if sticky else per_turn_strong)(c, keep_t, over)
+                got = score(values(c, sessions, strong), resamples=400)
+                rows.append({"framework": held, "corpus": corpus_name, "policy": name, **got})
+    return rows
+
+
+def fmt(v: object) -> str:
+    return "-" if v is None else f"{v:.2f}" if isinstance(v, float) else str(v)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--corpus-dir", type=Path, required=True, help="outcome corpora folder")
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/tiergate-value"), help="npz cache")
+    ap.add_argument("--share", type=float, default=0.15, help="strong-turn share to spend")
+    ap.add_argument("--l2", type=float, default=10.0, help="ridge penalty")
+    ap.add_argument("--target", choices=list(TARGETS), default="value", help="what is fitted")
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    args = ap.parse_args(argv)
+    args.cache.mkdir(parents=True, exist_ok=True)
+    c = load(args.corpus_dir, args.cache)
+    rows = run(c, args.share, args.l2, args.target)
+    print(f"target: {TARGETS[args.target]}; share {args.share:.0%}; l2 {args.l2:g}\n")
+    heads = ["framework (left out)", "corpus", "policy", "sessions", "share", "PGR (95 % CI)"]
+    heads += ["random", "length", "oracle", "waste", "cut off", "PGR - max lower"]
+    print("| " + " | ".join(heads) + " |")
+    print("|" + "---|" * len(heads))
+    for r in rows:
+        ci = r.get("interval") or {}
+        lo = (ci.get("pgr") or [None, None])[0]
+        gap = (ci.get("pgr_minus_length_rule") or [None])[0]
+        rnd_gap = (ci.get("pgr_minus_random") or [None])[0]
+        lower = None if gap is None or rnd_gap is None else min(gap, rnd_gap)
+        cells = [
+            r["framework"],
+            r["corpus"],
+            r["policy"],
+            r["sessions"],
+            f"{100 * float(r['strong_share']):.0f} %",
+            f"{fmt(r['pgr'])} ({fmt(lo)}-{fmt((ci.get('pgr') or [None, None])[1])})",
+            fmt(r["random"]),
+            fmt(r["length_rule"]),
+            fmt(r["oracle"]),
+            fmt(r["waste"]),
+            fmt(r["cut_off"]),
+            fmt(lower),
+        ]
+        print("| " + " | ".join(str(x) for x in cells) + " |")
+    if args.json:
+        args.json.write_bytes(orjson.dumps(rows, option=orjson.OPT_SERIALIZE_NUMPY))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
