@@ -51,9 +51,16 @@ EPILOG = """instruction counts per request (the sim runs outside valgrind):
 class Driver:
     """Builds the loadgen's request bodies and sends them through the ASGI app."""
 
-    def __init__(self, app: Any, model: str, session: bool, stream: bool = False) -> None:
+    def __init__(
+        self,
+        app: Any,
+        model: str,
+        session: bool,
+        stream: bool = False,
+        body: str | None = None,
+    ) -> None:
         self.app = app
-        body = json.dumps(common.agent_body(model, stream=stream))
+        body = body or json.dumps(common.agent_body(model, stream=stream))
         self.pre, _, self.post = (p.encode() for p in body.partition(common.COUNTER))
         self.session = session
         self.prefix = uuid.uuid4().hex[:10]
@@ -190,7 +197,8 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
             handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
     app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
     life, inbox = await _lifespan(app)
-    drv = Driver(app, common.MODELS[args.variant], args.variant == "agent")
+    model = common.MODELS[args.variant]
+    drv = Driver(app, model, args.variant == "agent", body=chosen_body(args, model))
     out: dict[str, Any] = {}
     try:
         for _ in range(args.warmup):
@@ -233,6 +241,19 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     return out
 
 
+def chosen_body(args: argparse.Namespace, model: str) -> str | None:
+    """--body-kb: the real turn nearest that size in --bodies (bench_bodies.py's
+    choice), else the generated agent body grown to it; None: the usual ~12 KB body."""
+    if not args.body_kb:
+        return None
+    import bench_bodies
+
+    sessions = bench_bodies.corpus_turns(args.bodies)
+    body, source = bench_bodies.pick_bodies(sessions, [args.body_kb])[args.body_kb]
+    print(f"body: {len(json.dumps(body)) // 1024} KB, {source}", file=sys.stderr)
+    return bench_bodies.with_counter(body, model)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         description=__doc__,
@@ -251,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dump", default=None, help="write the cProfile stats here")
     p.add_argument("--log-level", default="INFO")
     p.add_argument("--sim-url", default=None, help="a running simulator (else one is started)")
+    p.add_argument("--body-kb", type=int, default=0, help="profile a body of this size")
+    p.add_argument("--bodies", type=Path, default=None, help="corpus to take real bodies from")
     args = p.parse_args(argv)
     sim = None
     sim_url = args.sim_url
