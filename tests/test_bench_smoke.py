@@ -62,6 +62,20 @@ def test_overhead_measures_direct_and_through_side_by_side(tmp_path: Path) -> No
     assert data["machine"]["nproc"] >= 1
 
 
+def test_bodies_bench_grows_the_body_and_replays_a_session(tmp_path: Path) -> None:
+    """bench_bodies.py without a corpus: generated bodies of each size, and the
+    whole-session replay, every request answered 200 through the gateway."""
+    data = run_bench("bench_bodies.py", tmp_path, timeout=120)
+    target = data["targets"]["tiergate agent/memory"]
+    sizes = [p["bytes"] for p in target["points"]]
+    assert [p["kb"] for p in target["points"]] == [10, 100]
+    assert sizes[0] >= 10 * 1024 and sizes[1] >= 100 * 1024
+    for p in [*target["points"], *target["session"]]:
+        assert p["non_200"] == 0 and p["through"]["n"] > 0 and p["source"] != "real"
+    assert [p["kb"] for p in target["session"]] == [2, 10]  # turns, in order
+    assert set(data["copy_floor_us"]) == {"10", "100"}
+
+
 def test_engine_counts_store_round_trips_and_depth(tmp_path: Path) -> None:
     data = run_bench("bench_engine.py", tmp_path, *([] if _redis_up() else ["--no-redis"]))
     memory = data["per_turn"][0]
@@ -132,6 +146,8 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_difficulty.py",
         "bench_request_scorer.py",
         "bench_cluster.py",
+        "bench_bodies.py",
+        "revocation.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
