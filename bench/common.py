@@ -248,12 +248,14 @@ def gateway_config(
                         "quality": 0.6,
                         "quality_tier": 1,
                         "price": {"input": 0.25, "cached_input": 0.025, "output": 2.0},
+                        "context_window": 400_000,  # the provider's (and the simulator's)
                     },
                     "openai/gpt-5": {
                         "upstream": "gpt-5",
                         "quality": 0.85,
                         "quality_tier": 3,
                         "price": {"input": 1.25, "cached_input": 0.125, "output": 10.0},
+                        "context_window": 400_000,
                     },
                 },
             }
