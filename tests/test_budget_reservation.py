@@ -16,6 +16,7 @@ from uuid import uuid4
 import httpx
 import pytest
 
+import servers
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
@@ -23,7 +24,7 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.limits import Limiter, WorkspaceLimits, budget_key
 from tiergate.gateway.reservations import Reservation
 from tiergate.sim.app import SimSettings, create_sim_app
-from tiergate.state.base import StateStore
+from tiergate.state.base import StateStore, StateUnavailable
 from tiergate.state.memory import MemoryStore, parse_number
 from tiergate.state.redis import RedisStore
 
@@ -92,6 +93,29 @@ async def test_the_refusal_names_a_small_budget_in_significant_digits() -> None:
         await lim.reserve(scope, 0.0004)
     assert "Daily budget of $0.0003 reached for this key" in err.value.message
     assert int((err.value.headers or {})["retry-after"]) >= 1
+
+
+class DownStore(MemoryStore):
+    """A shared store whose increments fail as an unreachable Redis's do; its batch
+    writes (the settlements) land, as they would once it is back."""
+
+    async def incr(self, key: str, amount: float = 1.0, ttl: float | None = None) -> float:
+        raise StateUnavailable("down")
+
+
+async def test_with_the_shared_store_down_budgets_hold_on_this_instance() -> None:
+    """They used to fail open: every request served. Now each instance holds the
+    whole budget on its own counters; what it bills reaches the shared counter."""
+    shared = DownStore()
+    lim = Limiter(shared)
+    held = await _race([lim], budget=10 * 0.003, each=0.003)
+    assert 10 <= len(held) <= 11
+    assert all(h.local and not h.held for h in held)
+    for h in held:
+        await lim.settle(h, 0.001)
+    key = budget_key("vk", time.time())
+    assert parse_number(await lim.local.get(key)) == pytest.approx(0.001 * len(held))
+    assert parse_number(await shared.get(key)) == pytest.approx(0.001 * len(held))
 
 
 # ---- over real HTTP ----------------------------------------------------------------------
@@ -229,3 +253,17 @@ def test_a_failed_request_releases_its_hold(sim: ServerThread) -> None:
         while _spent(gw) != 0 and time.monotonic() < deadline:
             time.sleep(0.02)
         assert _spent(gw) == 0
+
+
+def test_a_budget_holds_on_each_gateway_while_redis_is_down(sim: ServerThread) -> None:
+    """A real Redis, stopped: the gateway keeps serving (affinity degrades) and
+    the key's budget still stops it at about 10 of 50, on this instance's counters."""
+    cost = _one_request_cost(sim)
+    with servers.private_redis() as redis:
+        state = {"backend": "redis", "url": redis.url, "key_prefix": "budget-down:"}
+        with _gateways(_cfg(sim.url, 10 * cost, state)) as (gw,):
+            redis.stop(kill=True)
+            responses = asyncio.run(_fire([gw.url], "/v1/chat/completions"))
+            served = [r for r in responses if r.status_code == 200]
+            assert 1 <= len(served) <= 11, f"{len(served)} of {CONCURRENT} served"
+            assert {r.status_code for r in responses} <= {200, 429}

@@ -67,13 +67,17 @@ class DownStore(MemoryStore):
         raise StateUnavailable("down")
 
 
-async def test_limits_fail_open_when_the_store_is_down() -> None:
+async def test_rate_limits_fail_open_and_budgets_hold_locally_when_the_store_is_down() -> None:
     store: StateStore = DownStore()
     lim = Limiter(store)
-    limits = WorkspaceLimits(rate_limit_rpm=1, budget_usd_per_day=0.0)
+    limits = WorkspaceLimits(rate_limit_rpm=1, budget_usd_per_day=2.5)
     for _ in range(3):
-        await lim.admit("ws", limits)
+        await lim.admit("ws", limits)  # the rate limit fails open
+    for _ in range(3):  # the budget holds on this instance's own counters
         await lim.settle(await lim.reserve([("ws", limits, "workspace")], 1.0), 1.0)
+    with pytest.raises(GatewayError) as err:
+        await lim.reserve([("ws", limits, "workspace")], 1.0)
+    assert err.value.code == "budget_exceeded"
 
 
 def test_retry_after_never_zero() -> None:

@@ -13,9 +13,13 @@ sharing Redis, overshoot a budget by at most one request's worst case. Over
 any limit the request is refused with 429 and a Retry-After until the window
 resets.
 
-If the state store is unreachable the limits fail open (the request is
-served and the outage is logged by the store wrapper): refusing all traffic
-because Redis blinked would turn a soft dependency into a hard one.
+If the state store is unreachable, budgets fall back to this instance's own
+counters (a MemoryStore): each instance then holds the whole budget on its
+own, so a fleet of N overshoots by at most N budgets while the shared store is
+down, instead of without bound; what is billed meanwhile is added to the
+shared counter once it answers again (best effort). Rate limits fail open (the
+request is served and the outage is logged by the store wrapper): refusing all
+traffic because Redis blinked would turn a soft dependency into a hard one.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from tiergate.gateway.reservations import (
     NO_RESERVATION,
     Counter,
     Reservation,
+    Settlement,
     budget_key,
     counters,
     month_budget_key,
@@ -40,7 +45,8 @@ from tiergate.gateway.reservations import (
     refusal,
 )
 from tiergate.state import StateStore
-from tiergate.state.base import Incr, StateUnavailable
+from tiergate.state.base import StateUnavailable
+from tiergate.state.memory import MemoryStore
 
 __all__ = [
     "Limiter",
@@ -103,6 +109,7 @@ class Limiter:
     def __init__(self, store: StateStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.clock = clock
+        self.local: StateStore = MemoryStore()  # budgets while `store` is down
 
     async def admit(
         self, workspace_id: str, limits: WorkspaceLimits, scope: str = "workspace"
@@ -136,20 +143,28 @@ class Limiter:
         if not wanted:
             return NO_RESERVATION
         amount = max(0.0, amount)
-        totals = await self._hold_all(wanted, amount)
+        totals = await self._hold_all(self.store, wanted, amount)
+        down = [c for c, t in zip(wanted, totals, strict=True) if isinstance(t, StateUnavailable)]
+        local_totals = dict(zip(down, await self._hold_all(self.local, down, amount), strict=True))
         held: list[Counter] = []
+        local: list[Counter] = []
         refused: Counter | None = None
         failure: BaseException | None = None
         for counter, total in zip(wanted, totals, strict=True):
-            if isinstance(total, StateUnavailable):
-                continue  # fail open on that counter, see module docstring
-            if isinstance(total, BaseException):
+            if isinstance(total, StateUnavailable):  # this instance's own counter instead
+                total = local_totals[counter]
+                if isinstance(total, BaseException):
+                    failure = failure or total
+                    continue
+                local.append(counter)
+            elif isinstance(total, BaseException):
                 failure = failure or total
                 continue
-            held.append(counter)
+            else:
+                held.append(counter)
             if refused is None and over_budget(counter, total, amount):
                 refused = counter
-        hold = Reservation(amount, held)
+        hold = Reservation(amount, held, local)
         if refused is not None or failure is not None:
             await self.settle(hold, 0.0)
             if failure is not None:
@@ -159,31 +174,36 @@ class Limiter:
             raise refusal(refused, wait or seconds_to_next_month(now))
         return hold
 
+    @staticmethod
     async def _hold_all(
-        self, wanted: Sequence[Counter], amount: float
+        store: StateStore, wanted: Sequence[Counter], amount: float
     ) -> list[float | BaseException]:
         """Each counter's total after adding `amount` (or the error); several are sent
         concurrently, one is awaited directly (a task per call costs ~50 us)."""
+        if not wanted:
+            return []
         if len(wanted) == 1:
             try:
-                return [await self.store.incr(wanted[0].key, amount, ttl=wanted[0].ttl)]
+                return [await store.incr(wanted[0].key, amount, ttl=wanted[0].ttl)]
             except Exception as err:  # noqa: BLE001 - sorted by the caller, as gather does
                 return [err]
         return await asyncio.gather(
-            *(self.store.incr(c.key, amount, ttl=c.ttl) for c in wanted), return_exceptions=True
+            *(store.incr(c.key, amount, ttl=c.ttl) for c in wanted), return_exceptions=True
         )
 
     async def settle(self, hold: Reservation, cost: float) -> None:
         """Replace the hold by the billed `cost` (0 releases it); a no-op once settled."""
         await self.apply(hold.close(cost))
 
-    async def apply(self, incrs: Sequence[Incr]) -> None:
+    async def apply(self, settlement: Settlement) -> None:
         """A settlement's increments, in one round trip (never raises: it runs in the
         background after the reply, and a lost settlement only misstates spend)."""
-        if not incrs:
+        if settlement.local:
+            await self.local.apply_batch((), settlement.local)
+        if not settlement.shared:
             return
         try:
-            await self.store.apply_batch((), incrs)
+            await self.store.apply_batch((), settlement.shared)
         except StateUnavailable:
             return
         except Exception:

@@ -229,9 +229,9 @@ class Gateway:
     def settle(self, hold: Reservation, cost: float) -> None:
         """Replace a budget hold by the billed cost (0 releases it), in the background.
         Closed at once, so a later settle of the same hold is a no-op."""
-        incrs = hold.close(cost)
-        if incrs:
-            self._spawn(self.limiter.apply(incrs))
+        settlement = hold.close(cost)
+        if settlement:
+            self._spawn(self.limiter.apply(settlement))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         limit = self.cfg.server.max_body_bytes

@@ -85,26 +85,46 @@ def refusal(counter: Counter, retry_after: int) -> GatewayError:
     return GatewayError(429, message, "budget_exceeded", {"retry-after": str(retry_after)})
 
 
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """What closing a reservation writes: to the shared store, and to this
+    instance's own counters for the holds made there while the shared one was down."""
+
+    shared: list[Incr]
+    local: list[Incr]
+
+    def __bool__(self) -> bool:
+        return bool(self.shared or self.local)
+
+
 class Reservation:
     """Amounts held on budget counters by one request, settled exactly once."""
 
-    __slots__ = ("amount", "held", "open")
+    __slots__ = ("amount", "held", "local", "open")
 
-    def __init__(self, amount: float, held: Sequence[Counter] = ()) -> None:
+    def __init__(
+        self, amount: float, held: Sequence[Counter] = (), local: Sequence[Counter] = ()
+    ) -> None:
         self.amount = amount
-        self.held = list(held)  # the counters actually incremented
-        self.open = bool(self.held)
+        self.held = list(held)  # the shared counters actually incremented
+        self.local = list(local)  # held on this instance: the shared store was unreachable
+        self.open = bool(self.held or self.local)
 
-    def close(self, cost: float) -> list[Incr]:
+    def close(self, cost: float) -> Settlement:
         """The increments that replace the holds by `cost` (0 releases them);
-        empty once closed, so a second settle is a no-op."""
+        empty once closed, so a second settle is a no-op. A local hold's cost is
+        also added to the shared counter (best effort), so what was spent while
+        the shared store was down counts there once it is back."""
         if not self.open:
-            return []
+            return Settlement([], [])
         self.open = False
-        delta = max(0.0, cost) - self.amount
-        if delta == 0:
-            return []
-        return [Incr(c.key, delta, c.ttl) for c in self.held]
+        cost = max(0.0, cost)
+        delta = cost - self.amount
+        shared = [Incr(c.key, delta, c.ttl) for c in self.held] if delta else []
+        local = [Incr(c.key, delta, c.ttl) for c in self.local] if delta else []
+        if cost:
+            shared += [Incr(c.key, cost, c.ttl) for c in self.local]
+        return Settlement(shared, local)
 
 
 NO_RESERVATION = Reservation(0.0)
