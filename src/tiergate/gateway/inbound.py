@@ -20,7 +20,11 @@ import tiergate.formats.openai as openai_fmt
 import tiergate.formats.responses as responses_fmt
 from tiergate.core.model import ChatRequest, ChatResponse, StreamEvent
 from tiergate.formats.errors import anthropic_error_body, openai_error_body
+from tiergate.formats.message_memo import MessageMemo, Reuse
 from tiergate.formats.sse import encode_sse
+
+#: parse_request with a message memo, the body's size and the memo's match (or None)
+ReusingParser = Callable[[dict[str, Any], MessageMemo, int, Reuse | None], ChatRequest]
 
 
 class Renderer(Protocol):
@@ -40,6 +44,10 @@ class InboundFormat:
     read_transport: Callable[[ChatRequest, Request], None] | None = None
     #: the id a client sees for an upstream tool call (Anthropic: `toolu_...`)
     tool_id: Callable[[str], str] = str
+    #: parse_request reusing the conversation's previous parse (formats/message_memo.py),
+    #: and the memo slot namespace it stores under; None: this format always parses whole
+    parse_reusing: ReusingParser | None = None
+    memo_key: str | None = None
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -56,6 +64,8 @@ def _anthropic_error(status: int, message: str, code: str | None) -> dict[str, A
 OPENAI = InboundFormat(
     name="openai",
     parse_request=openai_fmt.parse_request,
+    parse_reusing=openai_fmt.parse_request,
+    memo_key=openai_fmt.MEMO_FORMAT,
     render_response=lambda resp, req: openai_fmt.render_response(resp, req.model),
     renderer=lambda req: openai_fmt.StreamRenderer(req.model, req.include_usage),
     error_body=_openai_error,

@@ -28,6 +28,7 @@ from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, St
 from tiergate.core.upstream import Target
 from tiergate.formats.depth import depth_error
 from tiergate.formats.errors import FormatError
+from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.disconnect import until_disconnect
@@ -73,6 +74,7 @@ class Gateway:
         self.recorder = recorder
         self.lanes = lanes
         self.limiter = Limiter(planner.store)
+        self.message_memo = MessageMemo()  # each conversation's last parse, for the next
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -104,12 +106,9 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             await self.admit(workspace)
-            body = await self.read_json(request)
+            body, size = await self.read_body(request)
             body, turn = self.lanes.extract(body)
-            try:
-                req = fmt.parse_request(body)
-            except FormatError as err:
-                raise GatewayError(400, err.message, "invalid_request") from None
+            req = self.parse(fmt, body, size)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -172,12 +171,9 @@ class Gateway:
         """Plan the request exactly as `handle` would, then stop: no dispatch, no commit."""
         try:
             workspace = self.authenticate(request)
-            body = await self.read_json(request)
+            body, size = await self.read_body(request)
             body, turn = self.lanes.extract(body)  # validated and removed, never leased here
-            try:
-                req = fmt.parse_request(body)
-            except FormatError as err:
-                raise GatewayError(400, err.message, "invalid_request") from None
+            req = self.parse(fmt, body, size)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -234,6 +230,34 @@ class Gateway:
             self._spawn(self.limiter.apply(settlement))
 
     async def read_json(self, request: Request) -> dict[str, Any]:
+        """The body as a JSON object, its depth checked (400 GatewayError otherwise)."""
+        body, _ = await self.read_body(request)
+        if (too_deep := depth_error(body)) is not None:  # re-encoding it would fail
+            raise GatewayError(400, too_deep, "invalid_request")
+        return body
+
+    def parse(self, fmt: InboundFormat, body: dict[str, Any], size: int) -> ChatRequest:
+        """The body as a neutral request, its depth checked first. Formats with a
+        memo reuse the conversation's previous parse for the messages it shares
+        (formats/message_memo.py), and those messages' depth is not walked again."""
+        reuse = None
+        raws = body.get("messages")
+        if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
+            reuse = self.message_memo.match(fmt.memo_key, raws)
+        known: frozenset[int] = frozenset()
+        if reuse is not None and type(raws) is list:
+            known = frozenset(map(id, raws[: reuse.count]))
+        if (too_deep := depth_error(body, known=known)) is not None:  # re-encoding would fail
+            raise GatewayError(400, too_deep, "invalid_request")
+        try:
+            if fmt.parse_reusing is not None:
+                return fmt.parse_reusing(body, self.message_memo, size, reuse)
+            return fmt.parse_request(body)
+        except FormatError as err:
+            raise GatewayError(400, err.message, "invalid_request") from None
+
+    async def read_body(self, request: Request) -> tuple[dict[str, Any], int]:
+        """The body as a JSON object and its size in bytes; depth is the caller's to check."""
         limit = self.cfg.server.max_body_bytes
         declared = request.headers.get("content-length")
         if declared and declared.isdigit() and int(declared) > limit:
@@ -251,9 +275,7 @@ class Gateway:
             raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
         if not isinstance(body, dict):
             raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
-        if (too_deep := depth_error(body)) is not None:  # re-encoding it would fail
-            raise GatewayError(400, too_deep, "invalid_request")
-        return body
+        return body, size
 
     def _dispatch_args(self, ctx: _Ctx) -> tuple[Any, ...]:
         """What both dispatch paths take: the request, the plan's order, the live

@@ -7,7 +7,7 @@ takes `max_tokens` (not `max_completion_tokens`), has no image input, only
 assistant turns that called tools. docs/conversion.md has the full table.
 """
 
-from tiergate.formats.openai.request import parse_request, render_request
+from tiergate.formats.openai.request import MEMO_FORMAT, parse_request, render_request
 from tiergate.formats.openai.response import (
     parse_response,
     parse_usage,
@@ -17,6 +17,7 @@ from tiergate.formats.openai.response import (
 from tiergate.formats.openai.stream import StreamParser, StreamRenderer
 
 __all__ = [
+    "MEMO_FORMAT",
     "StreamParser",
     "StreamRenderer",
     "parse_request",

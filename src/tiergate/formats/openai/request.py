@@ -27,6 +27,10 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
+from tiergate.formats.message_memo import Effect, MessageMemo, Reuse
+
+#: The memo slot namespace of this codec's parses.
+MEMO_FORMAT = "openai"
 
 _TOOL_CHOICES = frozenset({"auto", "none", "required"})
 _RESPONSE_FORMATS = frozenset({"text", "json_object", "json_schema"})
@@ -60,8 +64,19 @@ _NAMED = frozenset(
 # ---- inbound request ----------------------------------------------------------
 
 
-def parse_request(body: dict[str, Any]) -> ChatRequest:
-    """A client's chat-completions body as a neutral request; FormatError if malformed."""
+def parse_request(
+    body: dict[str, Any],
+    memo: MessageMemo | None = None,
+    size: int = 0,
+    reuse: Reuse | None = None,
+) -> ChatRequest:
+    """A client's chat-completions body as a neutral request; FormatError if malformed.
+
+    With a `memo` (formats/message_memo.py), the messages this conversation's
+    previous request already had are taken from its parse instead of parsed again
+    (the result is the same), and this parse is remembered; `size` is the body's
+    length in bytes, for the memo's bound; `reuse`, the memo's match when the
+    caller already made it (it checks the depth of the new messages only)."""
     body = expect_dict(body, "body")
     model = expect_str(body.get("model"), "model")
     n = body.get("n")
@@ -72,8 +87,20 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         raise FormatError("messages must not be empty", "messages")
     system: list[TextPart] = []
     messages: list[Message] = []
-    for i, raw in enumerate(raw_messages):
-        _parse_message(raw, f"messages[{i}]", system, messages)
+    effects: list[Effect] = []
+    start = 0
+    if reuse is None and memo is not None:
+        reuse = memo.match(MEMO_FORMAT, raw_messages)
+    if reuse is not None:
+        system.extend(reuse.system)
+        messages.extend(reuse.messages)
+        effects.extend(reuse.effects)
+        start = reuse.count
+    for i in range(start, len(raw_messages)):
+        s0, m0 = len(system), len(messages)
+        _parse_message(raw_messages[i], f"messages[{i}]", system, messages)
+        if memo is not None:
+            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
 
     # Both are checked: a malformed max_tokens is refused even when the newer
     # max_completion_tokens (which wins) is present.
@@ -91,7 +118,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         if tools_raw is not None
         else []
     )
-    return ChatRequest(
+    req = ChatRequest(
         model=model,
         messages=messages,
         system=system,
@@ -112,6 +139,9 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="openai",
     )
+    if memo is not None:  # only a body that parsed whole is remembered
+        memo.store(MEMO_FORMAT, raw_messages, effects, size)
+    return req
 
 
 def _parse_response_format(raw: Any) -> dict[str, Any] | None:

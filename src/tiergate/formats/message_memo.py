@@ -1,0 +1,157 @@
+"""What the previous request of a conversation parsed, reused message by message.
+
+Why: agents resend the whole history every turn, so a 200-turn session's body
+carries 400 messages of which one or two are new, and parsing the other 398 again
+is most of the gateway's cost on long bodies (issue #30: at 1 MB, 844 messages,
+parsing took about half the plain proxy's CPU). The codec's result for a
+message depends only on that message and on the messages before it (a system
+message is the system prompt only while no conversation message precedes it), so
+for the longest prefix of raw messages *equal* to the previous request's, the
+previous parse is exact. Equality is Python's own dict comparison (C, memcmp on
+strings), so a slot that belongs to another conversation only costs a compare.
+
+Each slot is keyed by the inbound format and a cheap signature of the first two
+messages; it holds the raw message dicts of the conversation's last request and,
+per message, the system parts and messages parsing it appended. Bounded by slot
+count, by the bytes of the bodies held, and by idle time (core.idle_lru's
+reasoning: sessions end without telling the gateway). Not thread-safe (one
+event loop per process). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tiergate.core.model import Message, TextPart
+
+#: Conversations remembered, and the body bytes their slots may hold together.
+DEFAULT_SLOTS = 256
+DEFAULT_MAX_BYTES = 48 * 1024 * 1024
+#: A slot unused this long is dropped.
+DEFAULT_IDLE_SECONDS = 600.0
+#: Characters of the first messages' text the signature reads.
+SIGNATURE_CHARS = 256
+
+#: What parsing one raw message appended: system prompt parts, conversation messages.
+Effect = tuple[tuple[TextPart, ...], tuple[Message, ...]]
+
+
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """The parse of the first `count` raw messages, as the previous request had it."""
+
+    count: int
+    system: list[TextPart]
+    messages: list[Message]
+    effects: list[Effect]
+    raws: Sequence[Any]
+    """The previous request's raw messages (the first `count` equal this one's)."""
+
+
+@dataclass(slots=True)
+class _Slot:
+    raws: list[Any]
+    effects: list[Effect]
+    size: int
+    used: float
+
+
+def _head(message: Any) -> Hashable:
+    if not isinstance(message, dict):
+        return None
+    content = message.get("content")
+    text: str | None
+    if isinstance(content, str):
+        text, n = content[:SIGNATURE_CHARS], len(content)
+    elif isinstance(content, list) and content and isinstance(content[0], dict):
+        first = content[0].get("text")
+        text, n = (first[:SIGNATURE_CHARS] if isinstance(first, str) else None), len(content)
+    else:
+        text, n = None, 0
+    return (message.get("role"), text, n)
+
+
+def signature(raws: Sequence[Any]) -> Hashable:
+    """Which conversation a message list most likely continues: its first two messages'
+    roles and text heads (a system prompt and a task, for an agent)."""
+    return tuple(_head(m) for m in raws[:2])
+
+
+class MessageMemo:
+    """The last parse of each recent conversation (see the module docstring)."""
+
+    __slots__ = ("_bytes", "_clock", "_slots", "idle_seconds", "limit", "max_bytes")
+
+    def __init__(
+        self,
+        limit: int = DEFAULT_SLOTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._slots: OrderedDict[Hashable, _Slot] = OrderedDict()  # least recently used first
+        self._bytes = 0
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def match(self, fmt: str, raws: Sequence[Any]) -> Reuse | None:
+        """The previous parse of the longest prefix of `raws` equal to the slot's, or
+        None when nothing is shared. The last message is never reused: it is the
+        turn's own (and usually new) message."""
+        if len(raws) < 2:
+            return None
+        slot = self._slots.get((fmt, signature(raws)))
+        if slot is None or self._clock() - slot.used > self.idle_seconds:
+            return None
+        old = slot.raws
+        count = 0
+        limit = min(len(old), len(raws) - 1)
+        while count < limit and (old[count] is raws[count] or old[count] == raws[count]):
+            count += 1
+        if count == 0:
+            return None
+        system: list[TextPart] = []
+        messages: list[Message] = []
+        effects = slot.effects[:count]
+        for parts, msgs in effects:
+            system.extend(parts)
+            messages.extend(msgs)
+        return Reuse(count, system, messages, effects, old)
+
+    def store(self, fmt: str, raws: list[Any], effects: list[Effect], size: int) -> None:
+        """Remember a successful parse of `raws` (`size`: the body's bytes, for the
+        bound); evicts idle slots, then the least recently used over either bound."""
+        if size > self.max_bytes:
+            return
+        key = (fmt, signature(raws))
+        now = self._clock()
+        old = self._slots.pop(key, None)
+        if old is not None:
+            self._bytes -= old.size
+        self._slots[key] = _Slot(raws, effects, size, now)
+        self._bytes += size
+        cutoff = now - self.idle_seconds
+        while self._slots:
+            oldest = next(iter(self._slots.values()))
+            over = len(self._slots) > self.limit or self._bytes > self.max_bytes
+            if oldest.used >= cutoff and not over:
+                break
+            _, dropped = self._slots.popitem(last=False)
+            self._bytes -= dropped.size
+
+    def clear(self) -> None:
+        self._slots.clear()
+        self._bytes = 0

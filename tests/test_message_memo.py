@@ -1,0 +1,176 @@
+"""The message memo (formats/message_memo.py): a parse that reuses the conversation's
+previous parse is the parse without it, whatever the sequence of bodies; its
+bounds hold; and over HTTP a deep new message is still refused."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import httpx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from servers import TOKEN, ServerThread, gateway_config
+from tiergate.app import create_app
+from tiergate.config import parse_config
+from tiergate.formats.message_memo import MessageMemo
+from tiergate.formats.openai import parse_request
+from tiergate.sim.app import create_sim_app
+
+texts = st.text(alphabet="ab \n{}", max_size=12)
+system_msg = st.builds(
+    lambda t, role: {"role": role, "content": t}, texts, st.sampled_from(["system", "developer"])
+)
+user_msg = st.one_of(
+    st.builds(lambda t: {"role": "user", "content": t}, texts),
+    st.builds(lambda t: {"role": "user", "content": [{"type": "text", "text": t}]}, texts),
+)
+assistant_msg = st.one_of(
+    st.builds(lambda t: {"role": "assistant", "content": t}, texts),
+    st.builds(
+        lambda i, a: {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": a}}
+            ],
+        },
+        st.integers(0, 3),
+        texts,
+    ),
+)
+tool_msg = st.builds(
+    lambda i, t: {"role": "tool", "tool_call_id": f"c{i}", "content": t}, st.integers(0, 3), texts
+)
+message = st.one_of(system_msg, user_msg, assistant_msg, tool_msg)
+
+
+def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"model": "m", "messages": copy.deepcopy(messages)}
+
+
+@st.composite
+def sessions(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
+    """Bodies of one or two interleaved conversations: each request appends messages,
+    sometimes edits or drops an earlier one (a client compacting its history)."""
+    first = draw(st.lists(message, min_size=1, max_size=4))
+    histories = [
+        first,
+        draw(st.one_of(st.just(copy.deepcopy(first)), st.lists(message, min_size=1, max_size=3))),
+    ]
+    out = []
+    for _ in range(draw(st.integers(1, 8))):
+        h = histories[draw(st.integers(0, 1))]
+        action = draw(st.sampled_from(["append", "append", "append", "edit", "drop"]))
+        if action == "append" or len(h) < 2:
+            h.extend(draw(st.lists(message, min_size=1, max_size=3)))
+        elif action == "edit":
+            h[draw(st.integers(0, len(h) - 1))] = draw(message)
+        else:
+            del h[draw(st.integers(0, len(h) - 2))]
+        out.append(copy.deepcopy(h))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(sessions())
+def test_a_memoised_parse_equals_the_parse_without_the_memo(bodies: list[list[Any]]) -> None:
+    memo = MessageMemo()
+    for messages in bodies:
+        try:
+            plain = parse_request(body(messages))
+        except Exception as err:  # the same refusal either way
+            try:
+                parse_request(body(messages), memo, 100)
+            except Exception as again:  # noqa: BLE001 - compared with the first
+                assert type(again) is type(err) and str(again) == str(err)
+                continue
+            raise AssertionError("the memo accepted what the codec refuses") from err
+        assert parse_request(body(messages), memo, 100) == plain
+
+
+def test_the_shared_prefix_is_reused_not_parsed_again() -> None:
+    memo = MessageMemo()
+    history = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    first = parse_request(body(history), memo, 10)
+    history += [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "more"}]
+    reuse = memo.match("openai", body(history)["messages"])
+    assert reuse is not None and reuse.count == 2  # the system prompt and the task
+    second = parse_request(body(history), memo, 10)
+    assert second.messages[0] is first.messages[0]  # the same parsed object
+    assert second.system == first.system
+
+
+def test_a_system_message_after_the_conversation_started_stays_in_place() -> None:
+    """Why only a prefix is reused: a system message's meaning depends on what precedes it."""
+    memo = MessageMemo()
+    a = [{"role": "user", "content": "u"}, {"role": "system", "content": "s"}]
+    parse_request(body([*a, {"role": "user", "content": "x"}]), memo, 10)
+    b = [{"role": "user", "content": "u"}, {"role": "system", "content": "s"}]
+    got = parse_request(body([*b, {"role": "user", "content": "y"}]), memo, 10)
+    assert [m.role for m in got.messages] == ["user", "system", "user"] and not got.system
+
+
+def test_bounds_slots_bytes_and_idle_time() -> None:
+    now = [0.0]
+    memo = MessageMemo(limit=2, max_bytes=1000, idle_seconds=60, clock=lambda: now[0])
+
+    def conv(i: int) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": f"task {i}"}, {"role": "user", "content": "go"}]
+
+    for i in range(3):
+        parse_request(body(conv(i)), memo, 100)
+    assert len(memo) == 2 and memo.match("openai", conv(0)) is None  # least recent went
+    parse_request(body(conv(3)), memo, 950)  # over the byte budget: the oldest goes
+    assert memo.bytes_held <= 1000 and len(memo) == 1
+    now[0] += 61
+    assert memo.match("openai", conv(3)) is None  # idle too long
+    parse_request(body(conv(4)), memo, 5000)  # larger than the whole budget: not kept
+    assert memo.match("openai", conv(4)) is None
+
+
+def _nested(depth: int) -> dict[str, Any]:
+    node: dict[str, Any] = {}
+    for _ in range(depth):
+        node = {"a": node}
+    return node
+
+
+def test_over_http_a_deep_new_message_is_still_refused_after_memo_hits() -> None:
+    with ServerThread(create_sim_app()) as sim:
+        cfg = parse_config(gateway_config(sim.url))
+        with ServerThread(create_app(cfg)) as gw, httpx.Client(timeout=10) as http:
+            url = f"{gw.url}/v1/chat/completions"
+            headers = {"authorization": f"Bearer {TOKEN}"}
+            history: list[dict[str, Any]] = [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Say hi."},
+            ]
+            for turn in range(3):
+                r = http.post(
+                    url, json={"model": "openai/gpt-5-mini", "messages": history}, headers=headers
+                )
+                assert r.status_code == 200, r.text
+                history += [
+                    {"role": "assistant", "content": r.json()["choices"][0]["message"]["content"]},
+                    {"role": "user", "content": f"Again ({turn})."},
+                ]
+            deep = {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "f", "arguments": _nested(80)},
+                    }
+                ],
+            }
+            r = http.post(
+                url,
+                json={"model": "openai/gpt-5-mini", "messages": [*history, deep]},
+                headers=headers,
+            )
+            assert r.status_code == 400 and "nested deeper than 64" in r.json()["error"]["message"]
+            assert len(gw.app.gateway.message_memo) >= 1  # the memo was in play
