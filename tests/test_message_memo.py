@@ -15,7 +15,8 @@ from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
 from tiergate.formats.message_memo import MessageMemo
-from tiergate.formats.openai import parse_request
+from tiergate.formats.openai import parse_request, render_request
+from tiergate.formats.openai import request as openai_request
 from tiergate.sim.app import create_sim_app
 
 texts = st.text(alphabet="ab \n{}", max_size=12)
@@ -87,7 +88,12 @@ def test_a_memoised_parse_equals_the_parse_without_the_memo(bodies: list[list[An
                 assert type(again) is type(err) and str(again) == str(err)
                 continue
             raise AssertionError("the memo accepted what the codec refuses") from err
-        assert parse_request(body(messages), memo, 100) == plain
+        memoised = parse_request(body(messages), memo, 100)
+        assert memoised == plain
+        for deepseek in (False, True):  # rendering reused messages is memoised too
+            assert render_request(memoised, "up", deepseek=deepseek) == render_request(
+                plain, "up", deepseek=deepseek
+            )
 
 
 def test_the_shared_prefix_is_reused_not_parsed_again() -> None:
@@ -174,3 +180,20 @@ def test_over_http_a_deep_new_message_is_still_refused_after_memo_hits() -> None
             )
             assert r.status_code == 400 and "nested deeper than 64" in r.json()["error"]["message"]
             assert len(gw.app.gateway.message_memo) >= 1  # the memo was in play
+
+
+def test_the_render_memo_stays_within_its_character_budget(monkeypatch: Any) -> None:
+    monkeypatch.setattr(openai_request, "RENDER_MEMO_CHARS", 10_000)
+    monkeypatch.setattr(openai_request, "_render_memo", {})
+    monkeypatch.setattr(openai_request, "_render_memo_chars", 0)
+    memo = MessageMemo()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(50):
+        history += [
+            {"role": "assistant", "content": "x" * 500},
+            {"role": "user", "content": f"turn {turn}"},
+        ]
+        req = parse_request(body(history), memo, 100)
+        assert render_request(req, "up") == render_request(parse_request(body(history)), "up")
+        assert openai_request._render_memo_chars <= 10_000
+    assert 0 < len(openai_request._render_memo) < 2 * len(history)

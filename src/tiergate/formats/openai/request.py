@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 from typing import Any
 
@@ -333,7 +334,7 @@ def render_request(
         {"role": "system", "content": p.text} for p in req.system if p.text
     ]
     messages.extend(
-        _render_message(m, deepseek)
+        _rendered(m, deepseek)
         for m in req.messages
         if m.role != "system" or m.text()  # an emptied (cleared) system message goes
     )
@@ -377,6 +378,44 @@ def render_request(
         if req.metadata and req.extra.get("store") is True:
             body["metadata"] = req.metadata
     return body
+
+
+RENDER_MEMO_CHARS = 16 * 1024 * 1024
+"""Characters of rendered text remembered (about that many bytes, held alive). A
+message the message memo reused is the same object in the next request, so its
+rendering is too (a dict nothing mutates: it is only serialised); an entry holds
+its message, so an id is never reused for another one while remembered. Purely a
+cache: results are identical."""
+
+_render_memo: dict[tuple[int, bool], tuple[Message, dict[str, Any], int]] = {}
+_render_memo_chars = 0
+
+
+def _chars(out: dict[str, Any]) -> int:
+    content = out.get("content")
+    if isinstance(content, str):
+        n = len(content)
+    else:  # parts: text, or an image URL (a data: URL can be long)
+        n = sum(len(str(p.get("text") or p.get("image_url") or "")) for p in content or ())
+    return n + sum(len(c["function"]["arguments"]) for c in out.get("tool_calls") or ()) + 64
+
+
+def _rendered(m: Message, deepseek: bool) -> dict[str, Any]:
+    """`_render_message`, memoised by the message's identity (oldest entries go first)."""
+    global _render_memo_chars
+    key = (id(m), deepseek)
+    hit = _render_memo.get(key)
+    if hit is not None and hit[0] is m:
+        return hit[1]
+    out = _render_message(m, deepseek)
+    size = _chars(out)
+    _render_memo[key] = (m, out, size)
+    _render_memo_chars += size
+    while _render_memo_chars > RENDER_MEMO_CHARS and _render_memo:
+        # StopIteration/RuntimeError: emptied or resized by another thread meanwhile.
+        with contextlib.suppress(StopIteration, RuntimeError, KeyError):
+            _render_memo_chars -= _render_memo.pop(next(iter(_render_memo)))[2]
+    return out
 
 
 def _render_message(m: Message, deepseek: bool) -> dict[str, Any]:
