@@ -29,8 +29,8 @@ from typing import Any
 from tiergate.core.model import Message, TextPart
 
 #: Conversations remembered, and the body bytes their slots may hold together.
-DEFAULT_SLOTS = 256
-DEFAULT_MAX_BYTES = 48 * 1024 * 1024
+DEFAULT_SLOTS = 128
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: A slot unused this long is dropped.
 DEFAULT_IDLE_SECONDS = 600.0
 #: Characters of the first messages' text the signature reads.

@@ -380,12 +380,16 @@ def render_request(
     return body
 
 
-RENDER_MEMO_CHARS = 16 * 1024 * 1024
-"""Characters of rendered text remembered (about that many bytes, held alive). A
-message the message memo reused is the same object in the next request, so its
-rendering is too (a dict nothing mutates: it is only serialised); an entry holds
-its message, so an id is never reused for another one while remembered. Purely a
-cache: results are identical."""
+RENDER_MEMO_CHARS = 4 * 1024 * 1024
+"""Characters of rendered text remembered, with RENDER_ENTRY_OVERHEAD per entry
+(about that many bytes held alive). A message the message memo reused is the
+same object in the next request, so its rendering is too (a dict nothing
+mutates: it is only serialised); an entry holds its message, so an id is never
+reused for another one while remembered. Purely a cache: results are identical."""
+
+#: What an entry costs beyond its text (the message, the dicts, the key), counted
+#: in the same units, so a memo of short messages stays small too.
+RENDER_ENTRY_OVERHEAD = 512
 
 _render_memo: dict[tuple[int, bool], tuple[Message, dict[str, Any], int]] = {}
 _render_memo_chars = 0
@@ -397,7 +401,8 @@ def _chars(out: dict[str, Any]) -> int:
         n = len(content)
     else:  # parts: text, or an image URL (a data: URL can be long)
         n = sum(len(str(p.get("text") or p.get("image_url") or "")) for p in content or ())
-    return n + sum(len(c["function"]["arguments"]) for c in out.get("tool_calls") or ()) + 64
+    calls = sum(len(c["function"]["arguments"]) for c in out.get("tool_calls") or ())
+    return n + calls + RENDER_ENTRY_OVERHEAD
 
 
 def _rendered(m: Message, deepseek: bool) -> dict[str, Any]:
