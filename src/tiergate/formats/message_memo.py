@@ -48,8 +48,6 @@ class Reuse:
     system: list[TextPart]
     messages: list[Message]
     effects: list[Effect]
-    raws: Sequence[Any]
-    """The previous request's raw messages (the first `count` equal this one's)."""
 
 
 @dataclass(slots=True)
@@ -129,7 +127,7 @@ class MessageMemo:
         for parts, msgs in effects:
             system.extend(parts)
             messages.extend(msgs)
-        return Reuse(count, system, messages, effects, old)
+        return Reuse(count, system, messages, effects)
 
     def store(self, fmt: str, raws: list[Any], effects: list[Effect], size: int) -> None:
         """Remember a successful parse of `raws` (`size`: the body's bytes, for the

@@ -26,7 +26,6 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.core.upstream import Target
-from tiergate.formats.depth import depth_error
 from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway import dispatch, failures
@@ -38,6 +37,7 @@ from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
+from tiergate.gateway.request_body import check_depth, parse, read_body
 from tiergate.gateway.reservations import NO_RESERVATION, Reservation
 from tiergate.gateway.stream_close import ClosingStream
 from tiergate.gateway.usage import UsageRecord
@@ -106,9 +106,9 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             await self.admit(workspace)
-            body, size = await self.read_body(request)
+            body, size = await read_body(request, self.cfg.server.max_body_bytes)
             body, turn = self.lanes.extract(body)
-            req = self.parse(fmt, body, size)
+            req = parse(fmt, body, size, self.message_memo)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -171,9 +171,9 @@ class Gateway:
         """Plan the request exactly as `handle` would, then stop: no dispatch, no commit."""
         try:
             workspace = self.authenticate(request)
-            body, size = await self.read_body(request)
+            body, size = await read_body(request, self.cfg.server.max_body_bytes)
             body, turn = self.lanes.extract(body)  # validated and removed, never leased here
-            req = self.parse(fmt, body, size)
+            req = parse(fmt, body, size, self.message_memo)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -231,51 +231,9 @@ class Gateway:
 
     async def read_json(self, request: Request) -> dict[str, Any]:
         """The body as a JSON object, its depth checked (400 GatewayError otherwise)."""
-        body, _ = await self.read_body(request)
-        if (too_deep := depth_error(body)) is not None:  # re-encoding it would fail
-            raise GatewayError(400, too_deep, "invalid_request")
+        body, _ = await read_body(request, self.cfg.server.max_body_bytes)
+        check_depth(body)
         return body
-
-    def parse(self, fmt: InboundFormat, body: dict[str, Any], size: int) -> ChatRequest:
-        """The body as a neutral request, its depth checked first. Formats with a
-        memo reuse the conversation's previous parse for the messages it shares
-        (formats/message_memo.py), and those messages' depth is not walked again."""
-        reuse = None
-        raws = body.get("messages")
-        if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
-            reuse = self.message_memo.match(fmt.memo_key, raws)
-        known: frozenset[int] = frozenset()
-        if reuse is not None and type(raws) is list:
-            known = frozenset(map(id, raws[: reuse.count]))
-        if (too_deep := depth_error(body, known=known)) is not None:  # re-encoding would fail
-            raise GatewayError(400, too_deep, "invalid_request")
-        try:
-            if fmt.parse_reusing is not None:
-                return fmt.parse_reusing(body, self.message_memo, size, reuse)
-            return fmt.parse_request(body)
-        except FormatError as err:
-            raise GatewayError(400, err.message, "invalid_request") from None
-
-    async def read_body(self, request: Request) -> tuple[dict[str, Any], int]:
-        """The body as a JSON object and its size in bytes; depth is the caller's to check."""
-        limit = self.cfg.server.max_body_bytes
-        declared = request.headers.get("content-length")
-        if declared and declared.isdigit() and int(declared) > limit:
-            raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
-            chunks.append(chunk)
-        try:
-            body = orjson.loads(b"".join(chunks))
-        except orjson.JSONDecodeError:
-            raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
-        if not isinstance(body, dict):
-            raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
-        return body, size
 
     def _dispatch_args(self, ctx: _Ctx) -> tuple[Any, ...]:
         """What both dispatch paths take: the request, the plan's order, the live

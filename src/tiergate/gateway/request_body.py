@@ -1,0 +1,69 @@
+"""Reading an inbound body and parsing it into a neutral request.
+
+Why a module of its own: the size bound, the JSON decode, the depth bound and
+the message memo (formats/message_memo.py) are one step of the data flow (HTTP
+in -> normalize), shared by the chat endpoints and the side endpoints
+(embeddings, count_tokens, feedback), apart from the pipeline's dispatch.
+Every refusal is a GatewayError the caller answers in the client's format.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from tiergate.core.model import ChatRequest
+from tiergate.formats.depth import depth_error
+from tiergate.formats.errors import FormatError
+from tiergate.formats.message_memo import MessageMemo
+from tiergate.gateway.errors import GatewayError
+from tiergate.gateway.inbound import InboundFormat
+
+
+async def read_body(request: Request, limit: int) -> tuple[dict[str, Any], int]:
+    """The body as a JSON object and its size in bytes; depth is the caller's to check."""
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
+        chunks.append(chunk)
+    try:
+        body = orjson.loads(b"".join(chunks))
+    except orjson.JSONDecodeError:
+        raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "Request body must be a JSON object", "invalid_request")
+    return body, size
+
+
+def check_depth(body: dict[str, Any], known: frozenset[int] = frozenset()) -> None:
+    """400 for a body nested deeper than re-encoding allows (formats/depth.py)."""
+    if (too_deep := depth_error(body, known=known)) is not None:
+        raise GatewayError(400, too_deep, "invalid_request")
+
+
+def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo) -> ChatRequest:
+    """The body as a neutral request, its depth checked first. Formats with a
+    memo reuse the conversation's previous parse for the messages it shares,
+    and those messages' depth is not walked again."""
+    reuse = None
+    raws = body.get("messages")
+    if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
+        reuse = memo.match(fmt.memo_key, raws)
+    known: frozenset[int] = frozenset()
+    if reuse is not None and type(raws) is list:
+        known = frozenset(map(id, raws[: reuse.count]))
+    check_depth(body, known)
+    try:
+        if fmt.parse_reusing is not None:
+            return fmt.parse_reusing(body, memo, size, reuse)
+        return fmt.parse_request(body)
+    except FormatError as err:
+        raise GatewayError(400, err.message, "invalid_request") from None
