@@ -41,9 +41,9 @@ from common import (
     HOST,
     PYTHON,
     TOKEN,
-    UPSTREAM_KEYS,
     free_port,
     machine_info,
+    one_channel_config,
     print_machine,
     start_gateway,
     table,
@@ -107,23 +107,6 @@ def wait_accepting(port: int, timeout: float = 20.0) -> float:
     raise RuntimeError(f"nothing accepts on port {port}")
 
 
-def gateway_cfg(sim_url: str) -> dict[str, Any]:
-    """Defaults for every health setting: the figure is what an operator gets."""
-    return {
-        "database": {"url": ""},
-        "workspaces": [{"name": "bench", "tokens": [TOKEN]}],
-        "channels": [
-            {
-                "name": "sim-openai",
-                "type": "openai",
-                "base_url": f"{sim_url}/v1",
-                "keys": list(UPSTREAM_KEYS),
-                "models": {"openai/gpt-5-mini": {"upstream": "gpt-5-mini"}},
-            }
-        ],
-    }
-
-
 async def worker(
     http: aiohttp.ClientSession, url: str, interval: float, stop: float, out: list[Sample], n: int
 ) -> None:
@@ -184,7 +167,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
         release(first)
         wait_accepting(port)
         gateway = start_gateway(
-            gateway_cfg(f"http://{HOST}:{port}"), workdir, cpu=None, log_level="WARNING"
+            one_channel_config(f"http://{HOST}:{port}"), workdir, cpu=None, log_level="WARNING"
         )
         url = f"{gateway.url}/v1/chat/completions"
         marks: dict[str, float] = {}

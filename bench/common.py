@@ -207,6 +207,25 @@ def start_gateway(
 # ---- gateway configuration -----------------------------------------------------
 
 
+def one_channel_config(sim_url: str, workspace: str = "bench") -> dict[str, Any]:
+    """The smallest gateway config on the simulator: one workspace with TOKEN, one
+    OpenAI channel with the three UPSTREAM_KEYS, one concrete model; every other
+    setting at its default (what an operator gets)."""
+    return {
+        "database": {"url": ""},
+        "workspaces": [{"name": workspace, "tokens": [TOKEN]}],
+        "channels": [
+            {
+                "name": "sim-openai",
+                "type": "openai",
+                "base_url": f"{sim_url}/v1",
+                "keys": list(UPSTREAM_KEYS),
+                "models": {"openai/gpt-5-mini": {"upstream": "gpt-5-mini"}},
+            }
+        ],
+    }
+
+
 def new_prefix(tag: str) -> str:
     return f"bench:{tag}:{uuid.uuid4().hex[:12]}:"
 

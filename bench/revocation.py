@@ -34,9 +34,8 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import (
-    TOKEN,
-    UPSTREAM_KEYS,
     machine_info,
+    one_channel_config,
     print_machine,
     start_gateway,
     start_sim,
@@ -51,20 +50,12 @@ POSTGRES_URL = os.environ.get("TIERGATE_TEST_POSTGRES_URL", "postgresql://127.0.
 
 
 def config(sim_url: str, db_url: str) -> dict[str, Any]:
-    return {
-        "server": {"config_poll_seconds": 5.0},
-        "database": {"url": db_url},
-        "workspaces": [{"name": "default", "tokens": [TOKEN]}],
-        "channels": [
-            {
-                "name": "sim-openai",
-                "type": "openai",
-                "base_url": f"{sim_url}/v1",
-                "keys": list(UPSTREAM_KEYS),
-                "models": {"openai/gpt-5-mini": {"upstream": "gpt-5-mini"}},
-            }
-        ],
-    }
+    """One channel on the simulator and the shared database; the config poll at 5 s,
+    so nothing but the key path can carry a key change."""
+    cfg = one_channel_config(sim_url, workspace="default")
+    cfg["server"] = {"config_poll_seconds": 5.0}
+    cfg["database"] = {"url": db_url}
+    return cfg
 
 
 async def pg(url: str, sql: str) -> None:

@@ -154,3 +154,15 @@ def error_of(r: httpx.Response) -> dict[str, Any]:
     err: dict[str, Any] = body["error"]
     assert {"message", "type", "code"} <= set(err), err
     return err
+
+
+def poll_items(admin: AdminClient, path: str, want: int) -> list[dict[str, Any]]:
+    """The recorder writes in batches: poll `path` until `want` items show (10 s)."""
+    import time
+
+    deadline = time.monotonic() + 10
+    while True:
+        items: list[dict[str, Any]] = admin.get(path).json()["items"]
+        if len(items) >= want or time.monotonic() > deadline:
+            return items
+        time.sleep(0.1)

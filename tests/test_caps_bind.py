@@ -5,7 +5,6 @@ strong-tier model served outside the strong tier by any strategy."""
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from admin_support import AdminClient, admin_config, gateway
+from admin_support import admin_config, gateway, poll_items
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import EscalationConfig, RouterConfig, parse_config
@@ -232,16 +231,6 @@ def test_when_only_strong_can_serve_and_the_cap_allows_it_it_is_a_strong_serve(
         assert r.headers["x-orca-session-tier"] == "strong; reason=base_unavailable"
 
 
-def _poll(admin: AdminClient, path: str, want: int) -> list[dict[str, Any]]:
-    """The recorder writes in batches: poll until `want` rows show."""
-    deadline = time.monotonic() + 10
-    while True:
-        items: list[dict[str, Any]] = admin.get(path).json()["items"]
-        if len(items) >= want or time.monotonic() > deadline:
-            return items
-        time.sleep(0.1)
-
-
 def test_a_base_unavailable_strong_serve_writes_an_audit_event(
     sim: ServerThread, tmp_path: Path
 ) -> None:
@@ -263,9 +252,9 @@ def test_a_base_unavailable_strong_serve_writes_an_audit_event(
         # an explicit ask (denied by the admission forecast): an escalation event to compare
         esc = _ask(gw, {"X-OrcaRouter-Session-Id": "s-esc", "X-OrcaRouter-Tier": "strong"})
         assert esc.status_code == 200
-        served = _poll(admin, "/audit?event=strong_served", 2)
-        [escalated] = _poll(admin, "/audit?event=escalated,denied_cap", 1)
-        usage = {u["request_id"]: u for u in _poll(admin, "/usage", 6)}
+        served = poll_items(admin, "/audit?event=strong_served", 2)
+        [escalated] = poll_items(admin, "/audit?event=escalated,denied_cap", 1)
+        usage = {u["request_id"]: u for u in poll_items(admin, "/usage", 6)}
         by_request = {e["request_id"]: e for e in served}
         rid = r.headers["x-orca-request-id"]
         assert set(by_request) == {rid, anon.headers["x-orca-request-id"]}

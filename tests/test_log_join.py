@@ -7,7 +7,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -20,6 +19,7 @@ from admin_support import (
     database,
     escalating_router,
     gateway,
+    poll_items,
 )
 from servers import ServerThread
 from tiergate.routing.tier_state import session_hash
@@ -41,16 +41,6 @@ def env(
         yield pair
 
 
-def _rows(admin: AdminClient, path: str, want: int) -> list[dict[str, Any]]:
-    """The recorder writes in batches: poll until `want` rows show."""
-    deadline = time.monotonic() + 10
-    while True:
-        items: list[dict[str, Any]] = admin.get(path).json()["items"]
-        if len(items) >= want or time.monotonic() > deadline:
-            return items
-        time.sleep(0.1)
-
-
 def test_access_log_audit_and_usage_share_the_session_hash(
     env: tuple[ServerThread, AdminClient], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -66,9 +56,9 @@ def test_access_log_audit_and_usage_share_the_session_hash(
     assert isinstance(shash, str) and len(shash) == 32
     assert (line.path, line.tier, line.router) == ("/v1/chat/completions", "strong", "esc")
 
-    [usage] = [u for u in _rows(admin, f"/usage?session={shash}", 1) if u["request_id"] == rid]
+    [usage] = [u for u in poll_items(admin, f"/usage?session={shash}", 1) if u["request_id"] == rid]
     assert usage["session_hash"] == shash and usage["tier"] == "strong"
-    [event] = _rows(admin, f"/audit?session={shash}&event=escalated", 1)
+    [event] = poll_items(admin, f"/audit?session={shash}&event=escalated", 1)
     assert event["session_hash"] == shash and event["request_id"] == rid
     # the session inspector lists both under the same hash, and never the raw id
     s = admin.get("/sessions/default/join-1?router=esc").json()
