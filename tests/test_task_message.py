@@ -270,6 +270,30 @@ def test_aider_examples_and_context_messages_are_not_the_task() -> None:
     assert summarize(req).task == task_text(PROMPT)
 
 
+def test_a_swe_agent_demonstration_is_not_the_task() -> None:
+    """SWE-agent (as in the Multi-SWE-bench Java runs) sends a worked demonstration as
+    its first user message and the issue in the next: every session read the same
+    demonstration as its task until the demonstration's end marker counted."""
+    demo = (
+        "Here is a demonstration of how to correctly accomplish this task.\n"
+        "--- DEMONSTRATION ---\nWe're currently solving the following issue ...\n"
+        "```\nsubmit\n```\n--- END OF DEMONSTRATION ---\n"
+    )
+    issue = "We're currently solving the following issue within our repository.\n" + PROMPT
+    req = parse_openai(
+        {
+            "model": "orcarouter/coding",
+            "messages": [
+                {"role": "system", "content": "SETTING: You are an autonomous programmer."},
+                {"role": "user", "content": demo},
+                {"role": "user", "content": issue},
+            ],
+        }
+    )
+    assert task_of(req.messages) == issue
+    assert summarize(req).task == task_text(issue)
+
+
 def test_task_of_matches_the_summary_and_the_old_rule_without_harness() -> None:
     req = parse_openai(
         {

@@ -91,6 +91,10 @@ EXAMPLES_END = (
 )
 """aider's user message after its worked examples: the user messages before it were examples."""
 
+DEMONSTRATION_END = "--- END OF DEMONSTRATION ---"
+"""How SWE-agent closes the worked demonstration it sends as a user message before the
+issue (its `demonstration_template`): that message is an example, not the task."""
+
 
 def own_text(text: str) -> str:
     """`text` without harness blocks and boilerplate, at most TASK_CHAR_LIMIT characters.
@@ -158,8 +162,12 @@ def ask_text(text: str) -> str:
 
 
 def ends_examples(text: str) -> bool:
-    """Whether a user message closes aider's worked examples (the task comes after it)."""
-    return len(text) == len(EXAMPLES_END) and text == EXAMPLES_END
+    """Whether a user message closes worked examples, so the task comes after it:
+    aider's examples' end, or SWE-agent's demonstration (only its last 64
+    characters are read)."""
+    if len(text) == len(EXAMPLES_END) and text == EXAMPLES_END:
+        return True
+    return text[-64:].rstrip().endswith(DEMONSTRATION_END)
 
 
 def task_of(messages: Iterable[Message]) -> str:
