@@ -208,18 +208,52 @@ def target(c: Corpus, name: str) -> np.ndarray:
     return np.asarray(per_session[c.session])
 
 
-def run(c: Corpus, share: float, l2: float, target_name: str) -> list[dict[str, object]]:
+def fit_and_score(
+    c: Corpus, x: np.ndarray, y: np.ndarray, train_s: np.ndarray, l2: float
+) -> np.ndarray:
+    """Scores of every turn by a model fitted on the turns of sessions `train_s`,
+    each training framework weighing the same in total, whatever its size."""
+    train_t = train_s[c.session]
+    fw_turns = {
+        f: float(c.n[train_s & (c.framework == f)].sum()) for f in set(c.framework[train_s])
+    }
+    w = np.array([1.0 / fw_turns[c.framework[s]] for s in c.session[train_t]])
+    return predict(fit_ridge(x[train_t], y[train_t], w, l2), x)
+
+
+def held_out_scores(
+    c: Corpus, x: np.ndarray, y: np.ndarray, held: str, l2: float, split: str
+) -> np.ndarray:
+    """Turn scores for framework `held`, by models that never saw its sessions' tasks.
+
+    `lofo`: fitted on the other frameworks only. `within`: fitted on the held-out
+    framework's own sessions of other tasks (five instance folds), as an operator
+    whose gateway learns from its own agent's earlier outcomes (CI results) would;
+    `lofo+within`: both."""
+    if split == "lofo":
+        return fit_and_score(c, x, y, c.framework != held, l2)
+    mine = c.framework == held
+    rng = np.random.default_rng(0)
+    folds = {i: int(rng.integers(5)) for i in sorted(set(c.instance[mine].tolist()))}
+    fold = np.array([folds.get(i, -1) for i in c.instance])
+    scores = np.zeros(len(c.session))
+    for f in range(5):
+        train_s = mine & (fold != f)
+        if split == "lofo+within":
+            train_s = train_s | ~mine
+        part = (mine & (fold == f))[c.session]
+        scores[part] = fit_and_score(c, x, y, train_s, l2)[part]
+    return scores
+
+
+def run(
+    c: Corpus, share: float, l2: float, target_name: str, split: str = "lofo"
+) -> list[dict[str, object]]:
     x = design(c)
     y = target(c, target_name)
     rows: list[dict[str, object]] = []
     for held in sorted(set(c.framework.tolist())):
-        train_s = c.framework != held
-        train_t = train_s[c.session]
-        # each training framework weighs the same in total, whatever its size
-        fw_turns = {f: float(c.n[c.framework == f].sum()) for f in set(c.framework[train_s])}
-        w = np.array([1.0 / fw_turns[c.framework[s]] for s in c.session[train_t]])
-        model = fit_ridge(x[train_t], y[train_t], w, l2)
-        scores = predict(model, x)
+        scores = held_out_scores(c, x, y, held, l2, split)
         for corpus_name in CORPORA:
             keep_s = (c.framework == held) & (c.corpus == corpus_name)
             if keep_s.sum() < 30:
@@ -246,12 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--share", type=float, default=0.15, help="strong-turn share to spend")
     ap.add_argument("--l2", type=float, default=10.0, help="ridge penalty")
     ap.add_argument("--target", choices=list(TARGETS), default="value", help="what is fitted")
+    ap.add_argument(
+        "--split",
+        choices=["lofo", "within", "lofo+within"],
+        default="lofo",
+        help="lofo: fit on the other frameworks; within: on the held-out framework's\n"
+        "other tasks (an operator's own outcomes); lofo+within: both",
+    )
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     c = load(args.corpus_dir, args.cache)
-    rows = run(c, args.share, args.l2, args.target)
-    print(f"target: {TARGETS[args.target]}; share {args.share:.0%}; l2 {args.l2:g}\n")
+    rows = run(c, args.share, args.l2, args.target, args.split)
+    print(f"target: {TARGETS[args.target]}; split {args.split}", end="; ")
+    print(f"share {args.share:.0%}; l2 {args.l2:g}\n")
     heads = ["framework (left out)", "corpus", "policy", "sessions", "share", "PGR (95 % CI)"]
     heads += ["random", "length", "oracle", "waste", "cut off", "PGR - max lower"]
     print("| " + " | ".join(heads) + " |")
