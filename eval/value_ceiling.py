@@ -7,6 +7,8 @@ a decision that knows p, or p and the session's length, or r too, reaches at a s
 Why: issue #29 asks every left-out framework for PGR >= max(random, length rule)
 + 0.15 at the same strong-turn share. Before fitting anything, this asks what is
 reachable at all if the decision knew, at turn 1 (full credit, never cut off):
+- `knows r`: whether the base agent will fail this session, failing sessions in a
+  random order (p unknown);
 - `knows p`: the strong model's true odds on the task, ranked highest first (what a
   perfect task-text model of p would give);
 - `knows p, n`: p and the session's final length, ranked by p / n (cheap rescues first);
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -34,7 +37,14 @@ from tiergate.replay.counterfactual import SessionValue, score
 #: Session -> ranking key for a decision made at turn 1 (higher escalates first).
 Knowledge = Callable[[SessionValue], float]
 
+
+def _shuffled(v: SessionValue) -> float:
+    """A fixed pseudo-random order within ties (a hash of the session id)."""
+    return (zlib.crc32(v.session_id.encode()) & 0xFFFF) / 65536.0
+
+
 KNOWLEDGE: dict[str, Knowledge] = {
+    "knows r": lambda v: (1.0 - v.resolved) + 0.5 * _shuffled(v),
     "knows p": lambda v: v.odds,
     "knows p, n": lambda v: v.odds / v.turns,
     "knows r, p (oracle)": lambda v: (1.0 - v.resolved) * v.odds / v.turns,
