@@ -84,6 +84,8 @@ def _anthropic_transport(req: ChatRequest, request: Request) -> None:
 ANTHROPIC = InboundFormat(
     name="anthropic",
     parse_request=anthropic_fmt.parse_request,
+    parse_reusing=anthropic_fmt.parse_request,
+    memo_key=anthropic_fmt.MEMO_FORMAT,
     render_response=lambda resp, req: anthropic_fmt.render_response(resp, req.model),
     renderer=lambda req: anthropic_fmt.StreamRenderer(req.model),
     error_body=_anthropic_error,

@@ -14,6 +14,7 @@ subtracts them.
 from tiergate.formats.anthropic.render import render_request
 from tiergate.formats.anthropic.request import (
     DEFAULT_MAX_TOKENS,
+    MEMO_FORMAT,
     parse_betas,
     parse_count_request,
     parse_request,
@@ -31,6 +32,7 @@ from tiergate.formats.errors import UpstreamStreamError
 
 __all__ = [
     "DEFAULT_MAX_TOKENS",
+    "MEMO_FORMAT",
     "StreamParser",
     "StreamRenderer",
     "UpstreamStreamError",

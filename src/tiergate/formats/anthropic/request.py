@@ -4,6 +4,7 @@ Rendering an upstream's body is `render.py`; the constants both share live here.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from tiergate.core.model import (
@@ -29,6 +30,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
+from tiergate.formats.message_memo import Effect, MessageMemo, Reuse
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients often omit it
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
@@ -40,6 +42,9 @@ MID_CONVERSATION_SYSTEM_BETA = "mid-conversation-system-"
 _CLIENT_AUTH_BETAS = ("oauth-",)
 
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+#: The memo slot namespace of this codec's parses.
+MEMO_FORMAT = "anthropic"
+
 _NAMED = frozenset(
     {
         "model",
@@ -61,8 +66,19 @@ _NAMED = frozenset(
 # ---- inbound request ----------------------------------------------------------
 
 
-def parse_request(body: dict[str, Any]) -> ChatRequest:
-    """A client's messages body as a neutral request; FormatError if malformed."""
+def parse_request(
+    body: dict[str, Any],
+    memo: MessageMemo | None = None,
+    size: int = 0,
+    reuse: Reuse | None = None,
+) -> ChatRequest:
+    """A client's messages body as a neutral request; FormatError if malformed.
+
+    With a `memo` (formats/message_memo.py), the messages this conversation's
+    previous request already had are taken from its parse (the result is the same:
+    a message's parse depends only on the messages before it, never on the body's
+    `system`), and this parse is remembered; `size` is the body's length in bytes,
+    for the memo's bound; `reuse`, the memo's match when the caller made it."""
     body = expect_dict(body, "body")
     model = expect_str(body.get("model"), "model")
     max_tokens = opt_int(body.get("max_tokens"), "max_tokens", 1)
@@ -73,11 +89,23 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         raise FormatError("at least one message is required", "messages")
     system = _parse_system(body.get("system"))
     messages: list[Message] = []
-    for i, raw in enumerate(raw_messages):
-        _parse_message(raw, f"messages[{i}]", system, messages)
+    effects: list[Effect] = []
+    start = 0
+    if reuse is None and memo is not None:
+        reuse = memo.match(MEMO_FORMAT, raw_messages)
+    if reuse is not None:
+        system.extend(reuse.system)
+        messages.extend(reuse.messages)
+        effects.extend(reuse.effects)
+        start = reuse.count
+    for i in range(start, len(raw_messages)):
+        s0, m0 = len(system), len(messages)
+        _parse_message(raw_messages[i], f"messages[{i}]", system, messages)
+        if memo is not None:
+            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
     if not messages:
         raise FormatError("at least one user or assistant message is required", "messages")
-    _apply_clear_at(messages)
+    messages = _apply_clear_at(messages)
     tools_raw = body.get("tools")
     tools = (
         [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
@@ -94,7 +122,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         if stops is not None
         else []
     )
-    return ChatRequest(
+    req = ChatRequest(
         model=model,
         messages=messages,
         system=system,
@@ -112,6 +140,9 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="anthropic",
     )
+    if memo is not None:  # only a body that parsed whole is remembered
+        memo.store(MEMO_FORMAT, raw_messages, effects, size)
+    return req
 
 
 def parse_count_request(body: dict[str, Any]) -> ChatRequest:
@@ -212,16 +243,23 @@ def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Messag
         raise FormatError(f"unsupported role {role!r}", f"{path}.role")
 
 
-def _apply_clear_at(messages: list[Message]) -> None:
+def _apply_clear_at(messages: list[Message]) -> list[Message]:
     """A system message with `clear_at: "next_user_message"` is shown to the model
     only until a later user message exists; upstreams that cannot be told so get
-    it emptied (Anthropic upstreams still receive it as sent, in `raw`)."""
+    it emptied (Anthropic upstreams still receive it as sent, in `raw`). The
+    emptied message is a copy: the parsed one may be the message memo's, shared
+    with a later request whose history differs after it."""
     later_user = False
-    for m in reversed(messages):
+    out = messages
+    for i in range(len(messages) - 1, -1, -1):
+        m = messages[i]
         if m.role in ("user", "tool"):  # a tool_result message is a user message
             later_user = True
         elif later_user and m.raw is not None and m.raw.get("clear_at") == "next_user_message":
-            m.content = []
+            if out is messages:
+                out = list(messages)
+            out[i] = replace(m, content=[])
+    return out
 
 
 def _parse_system_message(m: dict[str, Any], path: str) -> list[Part]:

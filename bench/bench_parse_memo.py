@@ -1,0 +1,122 @@
+"""What the message memo saves per turn of a growing session, per inbound format.
+
+    .venv/bin/python bench/bench_parse_memo.py [--turns 200] [--tool-kb 2]
+
+Why: agents resend the whole history every turn, so without the memo a codec's
+parse grows with the session (issue #30). This replays one agent-shaped session
+(a task, then per turn an assistant tool call and a tool result of `--tool-kb`
+KB) in the OpenAI chat and Anthropic Messages shapes, and times at chosen turns
+the codec's parse of the decoded body twice, side by side in the same run:
+fresh, and with the conversation's memo warm from the previous turn (as the
+gateway parses). The JSON decode, the same either way, is not included; it is
+reported once per turn for scale. In-process, best of `--repeat` runs per point.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from tiergate.formats import anthropic, openai
+from tiergate.formats.message_memo import MessageMemo
+
+Parser = Callable[..., Any]
+
+
+def openai_turn(k: int, tool_bytes: int) -> list[dict[str, Any]]:
+    call = {"id": f"c{k}", "type": "function", "function": {"name": "bash", "arguments": "{}"}}
+    return [
+        {"role": "assistant", "content": f"Step {k}.", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": f"c{k}", "content": f"out {k} " + "x" * tool_bytes},
+    ]
+
+
+def anthropic_turn(k: int, tool_bytes: int) -> list[dict[str, Any]]:
+    use = {"type": "tool_use", "id": f"t{k}", "name": "bash", "input": {"cmd": f"ls {k}"}}
+    result = {
+        "type": "tool_result",
+        "tool_use_id": f"t{k}",
+        "content": f"out {k} " + "x" * tool_bytes,
+    }
+    return [
+        {"role": "assistant", "content": [{"type": "text", "text": f"Step {k}."}, use]},
+        {"role": "user", "content": [result]},
+    ]
+
+
+def bodies(fmt: str, turns: int, tool_bytes: int) -> list[bytes]:
+    task = "Fix the date parser so ISO weeks parse. " * 20
+    if fmt == "openai":
+        messages: list[dict[str, Any]] = [
+            {"role": "system", "content": "You are a coding agent. " * 200},
+            {"role": "user", "content": task},
+        ]
+        head: dict[str, Any] = {"model": "m"}
+        turn = openai_turn
+    else:
+        messages = [{"role": "user", "content": task}]
+        head = {"model": "m", "max_tokens": 1024, "system": "You are a coding agent. " * 200}
+        turn = anthropic_turn
+    out = []
+    for k in range(turns):
+        out.append(orjson.dumps({**head, "messages": messages}))
+        messages = [*messages, *turn(k, tool_bytes)]
+    return out
+
+
+def best(fn: Callable[[], object], repeat: int) -> float:
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times) * 1e6
+
+
+def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -> None:
+    parse: Parser = openai.parse_request if fmt == "openai" else anthropic.parse_request
+    raw = bodies(fmt, turns, tool_bytes)
+    memo = MessageMemo()
+    print(f"\n{fmt}: turn, body KB, messages, decode us, parse fresh us, parse memo us, ratio")
+    for i, data in enumerate(raw, start=1):
+        if i not in points:
+            parse(orjson.loads(data), memo, len(data))  # keep the memo warm, as the gateway does
+            continue
+        decoded = orjson.loads(data)
+        decode = best(lambda d=data: orjson.loads(d), repeat)
+        fresh = best(lambda d=decoded: parse(d), repeat)
+        warm: list[float] = []
+        for _ in range(repeat):  # each run parses what the previous turn left in the memo
+            m = MessageMemo()
+            parse(orjson.loads(raw[i - 2]), m, len(raw[i - 2]))
+            body = orjson.loads(data)
+            t0 = time.perf_counter()
+            parse(body, m, len(data))
+            warm.append((time.perf_counter() - t0) * 1e6)
+        parse(orjson.loads(data), memo, len(data))
+        n = len(decoded["messages"])
+        print(
+            f"{i:5d} {len(data) / 1024:8.0f} {n:5d} {decode:9.0f} {fresh:9.0f} "
+            f"{min(warm):9.0f} {fresh / min(warm):6.1f}x"
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--turns", type=int, default=200, help="session length")
+    ap.add_argument("--tool-kb", type=float, default=2.0, help="KB per tool result")
+    ap.add_argument("--repeat", type=int, default=7, help="runs per point (best is kept)")
+    ap.add_argument("--format", choices=["openai", "anthropic", "both"], default="both")
+    args = ap.parse_args(argv)
+    points = sorted({2, args.turns // 4, args.turns // 2, args.turns})
+    for fmt in ("openai", "anthropic") if args.format == "both" else (args.format,):
+        run(fmt, args.turns, int(args.tool_kb * 1024), points, args.repeat)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
