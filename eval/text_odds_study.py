@@ -22,6 +22,10 @@ Reported per framework: AUROC of the score for p >= 0.5 and for (1 - r) p >= 0.3
 (the sessions worth rescuing), and PGR when the highest-scored sessions are
 escalated at turn 1 up to 15 % and 20 % of the turns (eval/value_ceiling.py's
 policy), with the instance-clustered 95 % interval.
+
+`--replies N --target gain` reads the agent's own first N replies instead (what
+the base model made of the task: its plan, its first commands), fits (1 - r) p,
+and escalates at turn N + 1.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from __future__ import annotations
 import argparse
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -42,8 +47,25 @@ CORPORA = ("swebench-lite", "msb-java", "terminal-bench")
 GRID = [(mode, l2) for mode in ("shape", "ngrams", "both") for l2 in (0.3, 3.0)]
 
 
-def load(corpus_dir: Path) -> tuple[list[SessionValue], list[str], list[str]]:
-    """Sessions (r, p, n), their framework group and their task text."""
+def replies_text(doc: dict[str, Any], turns: int) -> str:
+    """The agent's own first `turns` replies (text and tool calls), as the gateway
+    sees them come back."""
+    out = []
+    for turn in doc["turns"][:turns]:
+        reply = turn.get("response") or {}
+        content = reply.get("content") or ""
+        if isinstance(content, list):
+            content = " ".join(str(b.get("text", "")) for b in content if isinstance(b, dict))
+        out.append(str(content))
+        for call in reply.get("tool_calls") or []:
+            fn = call.get("function") or call
+            out.append(f"{fn.get('name', '')} {str(fn.get('arguments', ''))[:500]}")
+    return "\n".join(out)
+
+
+def load(corpus_dir: Path, replies: int = 0) -> tuple[list[SessionValue], list[str], list[str]]:
+    """Sessions (r, p, n), their framework group and their text: the task, or with
+    `replies` > 0 the agent's first that many replies."""
     values, groups, texts = [], [], []
     for name in CORPORA:
         for doc in stream_jsonl(corpus_dir / f"outcomes-{name}.jsonl"):
@@ -60,7 +82,7 @@ def load(corpus_dir: Path) -> tuple[list[SessionValue], list[str], list[str]]:
                 )
             )
             groups.append(framework if name in framework else f"{framework} ({name})")
-            texts.append(first_user_text(doc))
+            texts.append(replies_text(doc, replies) if replies else first_user_text(doc))
     return values, groups, texts
 
 
@@ -87,12 +109,16 @@ def ridge_predict(
 
 
 def out_of_sample(
-    values: list[SessionValue], groups: np.ndarray, x: np.ndarray, l2: float, held: str
+    values: list[SessionValue],
+    groups: np.ndarray,
+    x: np.ndarray,
+    l2: float,
+    held: str,
+    y: np.ndarray,
 ) -> np.ndarray:
     """Scores of the held-out group's sessions, each by a model that saw neither its
     framework nor its task."""
     inst = np.array([v.instance for v in values])
-    p = np.array([v.odds for v in values])
     test = np.flatnonzero(groups == held)
     rng = np.random.default_rng(0)
     fold = {i: int(rng.integers(5)) for i in sorted(set(inst[test]))}
@@ -107,7 +133,7 @@ def out_of_sample(
         )
         per = Counter(inst[train])
         w = np.array([1.0 / per[inst[j]] for j in train])
-        out[part] = ridge_predict(x[train], p[train], w, l2, x[test[part]])
+        out[part] = ridge_predict(x[train], y[train], w, l2, x[test[part]])
     return out
 
 
@@ -122,14 +148,33 @@ def auroc(score_: np.ndarray, positive: np.ndarray) -> float:
     return float((ranks[positive].sum() - n1 * (n1 + 1) / 2) / (n1 * n0))
 
 
+#: What the regression fits, per session.
+TARGETS = {"odds": "p", "gain": "(1 - r) p"}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--corpus-dir", type=Path, required=True, help="outcome corpora folder")
     ap.add_argument("--resamples", type=int, default=400, help="bootstrap resamples")
+    ap.add_argument(
+        "--replies",
+        type=int,
+        default=0,
+        help="read the agent's first N replies instead of the task text, and\n"
+        "escalate at turn N + 1 (0: the task text, at turn 1)",
+    )
+    ap.add_argument("--target", choices=list(TARGETS), default="odds", help="what is fitted")
     args = ap.parse_args(argv)
-    values, group_list, texts = load(args.corpus_dir)
+    values, group_list, texts = load(args.corpus_dir, args.replies)
     groups = np.array(group_list)
     designs = features(texts)
+    y_all = np.array(
+        [v.odds if args.target == "odds" else (1 - v.resolved) * v.odds for v in values]
+    )
+    turn = args.replies + 1
+    view = f"first {args.replies} replies" if args.replies else "task"
+    print(f"text: {view}; ", end="")
+    print(f"fitted: {TARGETS[args.target]}; escalation at turn {turn}\n")
     heads = ["framework (left out)", "features / l2", "AUROC p>=0.5", "AUROC (1-r)p>=0.3"]
     heads += ["PGR at 15 % (95 % CI)", "PGR at 20 % (95 % CI)"]
     print("| " + " | ".join(heads) + " |")
@@ -140,12 +185,12 @@ def main(argv: list[str] | None = None) -> int:
         p = np.array([v.odds for v in held_values])
         gain = np.array([(1 - v.resolved) * v.odds for v in held_values])
         for mode, l2 in GRID:
-            s = out_of_sample(values, groups, designs[mode], l2, held)
+            s = out_of_sample(values, groups, designs[mode], l2, held, y_all)
             by_score = dict(zip(held_values, s.tolist(), strict=True))
             cells = [held, f"{mode} / {l2:g}", f"{auroc(s, p >= 0.5):.2f}"]
             cells.append(f"{auroc(s, gain >= 0.3):.2f}")
             for share in (0.15, 0.20):
-                chosen = escalate_from_turn_one(held_values, by_score.__getitem__, share)
+                chosen = escalate_from_turn_one(held_values, by_score.__getitem__, share, turn)
                 got = score(chosen, resamples=args.resamples)
                 lo, hi = (got.get("interval") or {}).get("pgr") or (float("nan"), float("nan"))
                 cells.append(f"{got['pgr']:.2f} ({lo:.2f}-{hi:.2f}), random {got['random']:.2f}")

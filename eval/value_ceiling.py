@@ -75,20 +75,24 @@ def read_manifest(path: Path) -> dict[str, list[SessionValue]]:
 
 
 def escalate_from_turn_one(
-    sessions: Sequence[SessionValue], key: Knowledge, share: float
+    sessions: Sequence[SessionValue], key: Knowledge, share: float, turn: int = 1
 ) -> list[SessionValue]:
-    """Escalate whole sessions at turn 1, best key first, until `share` of the turns
-    is spent; the session that crosses the budget is left base (never cut off)."""
+    """Escalate whole sessions at `turn` (1: the first), best key first, until `share`
+    of the turns is spent; a session that would cross the budget, or ends before
+    `turn`, is left base (never cut off)."""
     budget = share * sum(v.turns for v in sessions)
     spent = 0
     chosen: set[str] = set()
     for v in sorted(sessions, key=key, reverse=True):
-        if spent + v.turns > budget:
+        cost = v.turns - turn + 1
+        if cost <= 0 or spent + cost > budget:
             continue
-        spent += v.turns
+        spent += cost
         chosen.add(v.session_id)
     return [
-        SessionValue(v.session_id, v.instance, v.resolved, v.odds, v.turns, v.turns, 1)
+        SessionValue(
+            v.session_id, v.instance, v.resolved, v.odds, v.turns, v.turns - turn + 1, turn
+        )
         if v.session_id in chosen
         else v
         for v in sessions
