@@ -123,12 +123,38 @@ def rows(
     return out
 
 
+def repository_prior(instances_csv: Path) -> Knowledge:
+    """A session's key: its SWE-bench repository's mean frontier solve rate over the
+    instances outside Lite (Verified is absent from the file), so no Lite task's
+    own rate enters; 0 for sessions of other benchmarks. Needs no text."""
+    rates: dict[str, list[float]] = defaultdict(list)
+    with open(instances_csv, newline="") as fh:
+        for row in csv.DictReader(fh):
+            if row["in_lite"] != "true":
+                repo = row["instance_id"].rsplit("-", 1)[0]
+                rates[repo].append(float(row["frontier_solve_rate"]))
+    mean = {repo: sum(v) / len(v) for repo, v in rates.items()}
+
+    def key(v: SessionValue) -> float:
+        return mean.get(v.instance.split(":", 1)[-1].rsplit("-", 1)[0], 0.0)
+
+    return key
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--manifest", type=Path, required=True, help="outcomes-manifest.csv")
     ap.add_argument("--share", type=float, nargs="+", default=[0.15, 0.20], help="shares")
     ap.add_argument("--resamples", type=int, default=1000, help="bootstrap resamples")
+    ap.add_argument(
+        "--instances",
+        type=Path,
+        help="instances.csv: add a `repository prior` column (a learned-free\n"
+        "estimate of p: the task's repository's mean rate outside Lite)",
+    )
     args = ap.parse_args(argv)
+    if args.instances:
+        KNOWLEDGE["repository prior"] = repository_prior(args.instances)
     heads = ["framework (benchmark)", "sessions", "share", "random", "length rule"]
     heads += [f"{k} (95 % CI)" for k in KNOWLEDGE] + ["issue's bar"]
     print("| " + " | ".join(heads) + " |")
