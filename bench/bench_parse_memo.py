@@ -6,10 +6,11 @@ Why: agents resend the whole history every turn, so without the memo a codec's
 parse grows with the session (issue #30). This replays one agent-shaped session
 (a task, then per turn an assistant tool call and a tool result of `--tool-kb`
 KB) in the OpenAI chat and Anthropic Messages shapes, and times at chosen turns
-the codec's parse of the decoded body twice, side by side in the same run:
-fresh, and with the conversation's memo warm from the previous turn (as the
-gateway parses). The JSON decode, the same either way, is not included; it is
-reported once per turn for scale. In-process, best of `--repeat` runs per point.
+the codec's parse of the decoded body, and its render back to the same
+format, side by side in the same run: fresh, and with the conversation's
+memos warm from the previous turn (as the gateway does). The JSON decode,
+the same either way, is not included; it is reported once per turn for scale.
+In-process, best of `--repeat` runs per point.
 """
 
 from __future__ import annotations
@@ -78,30 +79,41 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 
 
 def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -> None:
-    parse: Parser = openai.parse_request if fmt == "openai" else anthropic.parse_request
+    codec = openai if fmt == "openai" else anthropic
+    parse: Parser = codec.parse_request
+    render: Callable[[Any, str], Any] = codec.render_request
     raw = bodies(fmt, turns, tool_bytes)
     memo = MessageMemo()
-    print(f"\n{fmt}: turn, body KB, messages, decode us, parse fresh us, parse memo us, ratio")
+    print(f"\n{fmt}: turn, body KB, messages, decode us, parse fresh / memo us, ratio,")
+    print("  render fresh / memo us, ratio (render to the client's own format)")
     for i, data in enumerate(raw, start=1):
-        if i not in points:
-            parse(orjson.loads(data), memo, len(data))  # keep the memo warm, as the gateway does
+        if i not in points:  # keep both memos warm, as the gateway does
+            render(parse(orjson.loads(data), memo, len(data)), "up")
             continue
         decoded = orjson.loads(data)
         decode = best(lambda d=data: orjson.loads(d), repeat)
         fresh = best(lambda d=decoded: parse(d), repeat)
+        # fresh messages each run, so the render memo misses as without it
+        render_fresh = min(best(lambda q=parse(decoded): render(q, "up"), 1) for _ in range(repeat))
         warm: list[float] = []
-        for _ in range(repeat):  # each run parses what the previous turn left in the memo
+        warm_render: list[float] = []
+        for _ in range(repeat):  # each run continues what the previous turn left in the memos
             m = MessageMemo()
-            parse(orjson.loads(raw[i - 2]), m, len(raw[i - 2]))
+            render(parse(orjson.loads(raw[i - 2]), m, len(raw[i - 2])), "up")
             body = orjson.loads(data)
             t0 = time.perf_counter()
-            parse(body, m, len(data))
-            warm.append((time.perf_counter() - t0) * 1e6)
-        parse(orjson.loads(data), memo, len(data))
+            req = parse(body, m, len(data))
+            t1 = time.perf_counter()
+            render(req, "up")
+            t2 = time.perf_counter()
+            warm.append((t1 - t0) * 1e6)
+            warm_render.append((t2 - t1) * 1e6)
+        render(parse(orjson.loads(data), memo, len(data)), "up")
         n = len(decoded["messages"])
         print(
-            f"{i:5d} {len(data) / 1024:8.0f} {n:5d} {decode:9.0f} {fresh:9.0f} "
-            f"{min(warm):9.0f} {fresh / min(warm):6.1f}x"
+            f"{i:5d} {len(data) / 1024:8.0f} {n:5d} {decode:9.0f} {fresh:7.0f} / {min(warm):5.0f}"
+            f" {fresh / min(warm):5.1f}x {render_fresh:7.0f} / {min(warm_render):5.0f}"
+            f" {render_fresh / min(warm_render):5.1f}x"
         )
 
 

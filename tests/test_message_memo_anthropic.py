@@ -17,7 +17,10 @@ from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
 from tiergate.formats.anthropic import parse_request, render_request
+from tiergate.formats.anthropic import render as anthropic_render
 from tiergate.formats.message_memo import MessageMemo
+from tiergate.formats.openai import parse_request as openai_parse
+from tiergate.formats.render_memo import IdentityMemo
 from tiergate.sim.app import create_sim_app
 
 texts = st.text(alphabet="ab \n{}", max_size=12)
@@ -176,3 +179,45 @@ def test_over_http_a_claude_code_session_is_served_with_the_memo_warm() -> None:
             }
             r = send([*history, deep, {"role": "user", "content": "and?"}])
             assert r.status_code == 400 and "nested deeper than 64" in r.json()["error"]["message"]
+
+
+def test_a_cache_breakpoint_does_not_stick_to_a_remembered_message() -> None:
+    """For an OpenAI client on an Anthropic upstream the render marks the last block
+    for prompt caching; next turn that message is history, and its remembered
+    rendering must not carry the mark (the marked block is a copy)."""
+    memo = MessageMemo()
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "task"},
+    ]
+    for turn in range(3):
+        req = openai_parse({"model": "m", "messages": copy.deepcopy(history)}, memo, 10)
+        fresh = openai_parse({"model": "m", "messages": copy.deepcopy(history)})
+        assert render_request(req, "up") == render_request(fresh, "up")
+        marks = [
+            b
+            for m in render_request(req, "up")["messages"]
+            for b in m["content"]
+            if "cache_control" in b
+        ]
+        assert len(marks) == 1  # only the last block of the conversation
+        history += [
+            {"role": "assistant", "content": f"reply {turn}"},
+            {"role": "user", "content": f"more {turn}"},
+        ]
+
+
+def test_the_render_memo_stays_within_its_budget(monkeypatch: Any) -> None:
+    small: IdentityMemo[object] = IdentityMemo(20_000)
+    monkeypatch.setattr(anthropic_render, "_memo", small)
+    memo = MessageMemo()
+    history: list[dict[str, Any]] = [{"role": "user", "content": "task"}]
+    for turn in range(60):
+        history += [
+            {"role": "assistant", "content": "x" * 500},
+            {"role": "user", "content": f"turn {turn}"},
+        ]
+        req = parse_request(body(history), memo, 100)
+        assert render_request(req, "up") == render_request(parse_request(body(history)), "up")
+        assert small.chars <= 20_000
+    assert 0 < len(small) < 2 * len(history)

@@ -32,6 +32,18 @@ from tiergate.formats.anthropic.request import (
     MIN_THINKING_BUDGET,
     THINKING_BLOCKS,
 )
+from tiergate.formats.render_memo import IdentityMemo
+
+RENDER_MEMO_CHARS = 4 * 1024 * 1024
+"""Characters of rendered messages remembered (formats/render_memo.py): the
+history the message memo reused renders once per conversation, not per turn."""
+
+_memo: IdentityMemo[object] = IdentityMemo(RENDER_MEMO_CHARS)
+
+
+def _message_chars(m: Message) -> int:
+    text = sum(len(p.text) for p in m.content if isinstance(p, TextPart | ThinkingPart))
+    return text + sum(len(c.arguments) for c in m.tool_calls)
 
 
 def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
@@ -118,9 +130,10 @@ def _render_messages(
     folded: list[dict[str, Any]] = []
     for m in messages:
         if m.role == "tool":
-            results.append(_tool_result_block(m, raw))
+            results.append(_rendered(m, "tool", raw))
         elif m.role == "user":
-            blocks = results + folded + _user_blocks(m.content, raw)
+            user = _rendered(m, "user", raw)
+            blocks = results + folded + user
             results, folded = [], []
             if blocks:
                 out.append({"role": "user", "content": blocks})
@@ -139,11 +152,28 @@ def _render_messages(
         else:
             _flush_user(out, results, folded)
             results, folded = [], []
-            blocks = _assistant_blocks(m, raw)
+            blocks = _rendered(m, "assistant", raw)
             if blocks:
                 out.append({"role": "assistant", "content": blocks})
     _flush_user(out, results, folded)
     return out
+
+
+def _rendered(m: Message, kind: str, raw: bool) -> Any:
+    """A message's rendered blocks (`kind`: "tool", "user" or "assistant"), through the
+    render memo: shared with earlier requests, so read-only."""
+    remembered = _memo.hit(m, (kind, raw))
+    if remembered is not None:
+        return remembered
+
+    def render() -> Any:
+        if kind == "tool":
+            return _tool_result_block(m, raw)
+        if kind == "user":
+            return _user_blocks(m.content, raw)
+        return _assistant_blocks(m, raw)
+
+    return _memo.get(m, (kind, raw), render, lambda: _message_chars(m))
 
 
 def _flush_user(
@@ -255,10 +285,12 @@ def _add_cache_breakpoints(system: list[dict[str, Any]], messages: list[dict[str
     """
     if system:
         system[-1]["cache_control"] = dict(EPHEMERAL)
-    if messages:
-        for block in reversed(messages[-1]["content"]):
-            if block["type"] not in THINKING_BLOCKS:  # thinking blocks cannot be marked
-                block["cache_control"] = dict(EPHEMERAL)
+    if messages:  # the blocks may be the render memo's: marked in copies
+        content = messages[-1]["content"]
+        for i in range(len(content) - 1, -1, -1):
+            if content[i]["type"] not in THINKING_BLOCKS:  # thinking blocks cannot be marked
+                marked = [*content[:i], {**content[i], "cache_control": dict(EPHEMERAL)}]
+                messages[-1] = {**messages[-1], "content": marked + content[i + 1 :]}
                 break
 
 
