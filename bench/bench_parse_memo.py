@@ -10,14 +10,16 @@ the codec's parse of the decoded body, and its render back to the same
 format, side by side in the same run: fresh, and with the conversation's
 memos warm from the previous turn (as the gateway does). The JSON decode,
 the same either way, is not included; it is reported once per turn for scale.
-In-process, best of `--repeat` runs per point.
+In-process, best of `--repeat` runs per point, garbage collector off while timed.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -72,10 +74,23 @@ def bodies(fmt: str, turns: int, tool_bytes: int) -> list[bytes]:
 def best(fn: Callable[[], object], repeat: int) -> float:
     times = []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        with no_gc():
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
     return min(times) * 1e6
+
+
+@contextlib.contextmanager
+def no_gc() -> Iterator[None]:
+    """Timed sections run with the cyclic collector off, as timeit does: a
+    collection's pause belongs to the heap, not to the code being timed."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -> None:
@@ -101,11 +116,12 @@ def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -
             m = MessageMemo()
             render(parse(orjson.loads(raw[i - 2]), m, len(raw[i - 2])), "up")
             body = orjson.loads(data)
-            t0 = time.perf_counter()
-            req = parse(body, m, len(data))
-            t1 = time.perf_counter()
-            render(req, "up")
-            t2 = time.perf_counter()
+            with no_gc():
+                t0 = time.perf_counter()
+                req = parse(body, m, len(data))
+                t1 = time.perf_counter()
+                render(req, "up")
+                t2 = time.perf_counter()
             warm.append((t1 - t0) * 1e6)
             warm_render.append((t2 - t1) * 1e6)
         render(parse(orjson.loads(data), memo, len(data)), "up")
