@@ -85,7 +85,6 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 def no_gc() -> Iterator[None]:
     """Timed sections run with the cyclic collector off, as timeit does: a
     collection's pause belongs to the heap, not to the code being timed."""
-    gc.collect()
     gc.disable()
     try:
         yield
