@@ -11,6 +11,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memo_support import conversations
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
@@ -51,31 +52,8 @@ def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return {"model": "m", "messages": copy.deepcopy(messages)}
 
 
-@st.composite
-def sessions(draw: st.DrawFn) -> list[list[dict[str, Any]]]:
-    """Bodies of one or two interleaved conversations: each request appends messages,
-    sometimes edits or drops an earlier one (a client compacting its history)."""
-    first = draw(st.lists(message, min_size=1, max_size=4))
-    histories = [
-        first,
-        draw(st.one_of(st.just(copy.deepcopy(first)), st.lists(message, min_size=1, max_size=3))),
-    ]
-    out = []
-    for _ in range(draw(st.integers(1, 8))):
-        h = histories[draw(st.integers(0, 1))]
-        action = draw(st.sampled_from(["append", "append", "append", "edit", "drop"]))
-        if action == "append" or len(h) < 2:
-            h.extend(draw(st.lists(message, min_size=1, max_size=3)))
-        elif action == "edit":
-            h[draw(st.integers(0, len(h) - 1))] = draw(message)
-        else:
-            del h[draw(st.integers(0, len(h) - 2))]
-        out.append(copy.deepcopy(h))
-    return out
-
-
 @settings(max_examples=300, deadline=None)
-@given(sessions())
+@given(conversations(message))
 def test_a_memoised_parse_equals_the_parse_without_the_memo(bodies: list[list[Any]]) -> None:
     memo = MessageMemo()
     for messages in bodies:

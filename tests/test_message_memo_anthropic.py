@@ -13,6 +13,7 @@ import httpx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from memo_support import conversations
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config import parse_config
@@ -74,25 +75,12 @@ def body(messages: list[dict[str, Any]], system: str = "sys") -> dict[str, Any]:
 
 @st.composite
 def sessions(draw: st.DrawFn) -> list[tuple[list[dict[str, Any]], str]]:
-    """Bodies of one or two interleaved conversations: each request appends messages,
-    sometimes edits or drops an earlier one; the body's system prompt may change."""
-    first = draw(st.lists(message, min_size=1, max_size=4))
-    histories = [
-        first,
-        draw(st.one_of(st.just(copy.deepcopy(first)), st.lists(message, min_size=1, max_size=3))),
+    """Bodies of interleaved conversations (memo_support); the body's system prompt
+    may change from one request to the next."""
+    return [
+        (messages, draw(st.sampled_from(["sys", "other", ""])))
+        for messages in draw(conversations(message))
     ]
-    out = []
-    for _ in range(draw(st.integers(1, 8))):
-        h = histories[draw(st.integers(0, 1))]
-        action = draw(st.sampled_from(["append", "append", "append", "edit", "drop"]))
-        if action == "append" or len(h) < 2:
-            h.extend(draw(st.lists(message, min_size=1, max_size=3)))
-        elif action == "edit":
-            h[draw(st.integers(0, len(h) - 1))] = draw(message)
-        else:
-            del h[draw(st.integers(0, len(h) - 2))]
-        out.append((copy.deepcopy(h), draw(st.sampled_from(["sys", "other", ""]))))
-    return out
 
 
 @settings(max_examples=300, deadline=None)

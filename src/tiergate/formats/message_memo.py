@@ -153,3 +153,38 @@ class MessageMemo:
     def clear(self) -> None:
         self._slots.clear()
         self._bytes = 0
+
+
+#: A codec's parse of one raw message at `path`, appending to the system parts
+#: and the conversation messages.
+MessageParser = Callable[[Any, str, list[TextPart], list[Message]], None]
+
+
+def parse_messages(
+    fmt: str,
+    raws: Sequence[Any],
+    memo: MessageMemo | None,
+    reuse: Reuse | None,
+    parse_one: MessageParser,
+    system: list[TextPart],
+    messages: list[Message],
+) -> list[Effect]:
+    """Fill `system` and `messages` from the memo's match for the shared prefix (or
+    `reuse`, when the caller matched already), then parse the rest with the codec's
+    `parse_one`; returns each raw message's effect, for `memo.store` once the whole
+    body parsed (empty without a memo)."""
+    effects: list[Effect] = []
+    start = 0
+    if reuse is None and memo is not None:
+        reuse = memo.match(fmt, raws)
+    if reuse is not None:
+        system.extend(reuse.system)
+        messages.extend(reuse.messages)
+        effects.extend(reuse.effects)
+        start = reuse.count
+    for i in range(start, len(raws)):
+        s0, m0 = len(system), len(messages)
+        parse_one(raws[i], f"messages[{i}]", system, messages)
+        if memo is not None:
+            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
+    return effects

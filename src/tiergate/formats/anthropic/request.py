@@ -30,7 +30,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import Effect, MessageMemo, Reuse
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients often omit it
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
@@ -89,20 +89,9 @@ def parse_request(
         raise FormatError("at least one message is required", "messages")
     system = _parse_system(body.get("system"))
     messages: list[Message] = []
-    effects: list[Effect] = []
-    start = 0
-    if reuse is None and memo is not None:
-        reuse = memo.match(MEMO_FORMAT, raw_messages)
-    if reuse is not None:
-        system.extend(reuse.system)
-        messages.extend(reuse.messages)
-        effects.extend(reuse.effects)
-        start = reuse.count
-    for i in range(start, len(raw_messages)):
-        s0, m0 = len(system), len(messages)
-        _parse_message(raw_messages[i], f"messages[{i}]", system, messages)
-        if memo is not None:
-            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
+    effects = parse_messages(
+        MEMO_FORMAT, raw_messages, memo, reuse, _parse_message, system, messages
+    )
     if not messages:
         raise FormatError("at least one user or assistant message is required", "messages")
     messages = _apply_clear_at(messages)

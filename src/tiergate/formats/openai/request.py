@@ -28,7 +28,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import Effect, MessageMemo, Reuse
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages
 
 #: The memo slot namespace of this codec's parses.
 MEMO_FORMAT = "openai"
@@ -88,20 +88,9 @@ def parse_request(
         raise FormatError("messages must not be empty", "messages")
     system: list[TextPart] = []
     messages: list[Message] = []
-    effects: list[Effect] = []
-    start = 0
-    if reuse is None and memo is not None:
-        reuse = memo.match(MEMO_FORMAT, raw_messages)
-    if reuse is not None:
-        system.extend(reuse.system)
-        messages.extend(reuse.messages)
-        effects.extend(reuse.effects)
-        start = reuse.count
-    for i in range(start, len(raw_messages)):
-        s0, m0 = len(system), len(messages)
-        _parse_message(raw_messages[i], f"messages[{i}]", system, messages)
-        if memo is not None:
-            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
+    effects = parse_messages(
+        MEMO_FORMAT, raw_messages, memo, reuse, _parse_message, system, messages
+    )
 
     # Both are checked: a malformed max_tokens is refused even when the newer
     # max_completion_tokens (which wins) is present.
