@@ -175,3 +175,12 @@ def test_the_render_memo_stays_within_its_character_budget(monkeypatch: Any) -> 
         assert render_request(req, "up") == render_request(parse_request(body(history)), "up")
         assert openai_request._render_memo_chars <= 10_000
     assert 0 < len(openai_request._render_memo) < 2 * len(history)
+
+
+def test_a_malformed_role_is_refused_not_a_crash() -> None:
+    """The memo's signature hashes the first messages' roles: a list there is the
+    codec's 400, not a TypeError in the memo (found by the Responses fuzz test)."""
+    memo = MessageMemo()
+    for role in ([], {"a": 1}):
+        raws = [{"role": role, "content": "x"}, {"role": "user", "content": "y"}]
+        assert memo.match("openai", raws) is None

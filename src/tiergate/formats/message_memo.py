@@ -49,6 +49,15 @@ class Reuse:
     messages: list[Message]
     effects: list[Effect]
 
+    def upto(self, count: int) -> Reuse | None:
+        """The same reuse cut to its first `count` raw messages (None for 0), for a
+        codec whose messages can change after they are appended (formats/responses)."""
+        if count <= 0:
+            return None
+        if count >= self.count:
+            return self
+        return _reuse(count, self.effects[:count])
+
 
 @dataclass(slots=True)
 class _Slot:
@@ -70,13 +79,23 @@ def _head(message: Any) -> Hashable:
         text, n = (first[:SIGNATURE_CHARS] if isinstance(first, str) else None), len(content)
     else:
         text, n = None, 0
-    return (message.get("role"), text, n)
+    role = message.get("role")
+    return (role if isinstance(role, str) else None, text, n)  # hashable, whatever was sent
 
 
 def signature(raws: Sequence[Any]) -> Hashable:
     """Which conversation a message list most likely continues: its first two messages'
     roles and text heads (a system prompt and a task, for an agent)."""
     return tuple(_head(m) for m in raws[:2])
+
+
+def _reuse(count: int, effects: list[Effect]) -> Reuse:
+    system: list[TextPart] = []
+    messages: list[Message] = []
+    for parts, msgs in effects:
+        system.extend(parts)
+        messages.extend(msgs)
+    return Reuse(count, system, messages, effects)
 
 
 class MessageMemo:
@@ -121,13 +140,7 @@ class MessageMemo:
             count += 1
         if count == 0:
             return None
-        system: list[TextPart] = []
-        messages: list[Message] = []
-        effects = slot.effects[:count]
-        for parts, msgs in effects:
-            system.extend(parts)
-            messages.extend(msgs)
-        return Reuse(count, system, messages, effects)
+        return _reuse(count, slot.effects[:count])
 
     def store(self, fmt: str, raws: list[Any], effects: list[Effect], size: int) -> None:
         """Remember a successful parse of `raws` (`size`: the body's bytes, for the
@@ -161,22 +174,20 @@ MessageParser = Callable[[Any, str, list[TextPart], list[Message]], None]
 
 
 def parse_messages(
-    fmt: str,
     raws: Sequence[Any],
     memo: MessageMemo | None,
     reuse: Reuse | None,
     parse_one: MessageParser,
     system: list[TextPart],
     messages: list[Message],
+    field: str = "messages",
 ) -> list[Effect]:
-    """Fill `system` and `messages` from the memo's match for the shared prefix (or
-    `reuse`, when the caller matched already), then parse the rest with the codec's
-    `parse_one`; returns each raw message's effect, for `memo.store` once the whole
+    """Fill `system` and `messages` from `reuse` (the memo's match for the shared
+    prefix, or None), then parse the rest with the codec's `parse_one` (errors name
+    `field[i]`); returns each raw message's effect, for `memo.store` once the whole
     body parsed (empty without a memo)."""
     effects: list[Effect] = []
     start = 0
-    if reuse is None and memo is not None:
-        reuse = memo.match(fmt, raws)
     if reuse is not None:
         system.extend(reuse.system)
         messages.extend(reuse.messages)
@@ -184,7 +195,7 @@ def parse_messages(
         start = reuse.count
     for i in range(start, len(raws)):
         s0, m0 = len(system), len(messages)
-        parse_one(raws[i], f"messages[{i}]", system, messages)
+        parse_one(raws[i], f"{field}[{i}]", system, messages)
         if memo is not None:
             effects.append((tuple(system[s0:]), tuple(messages[m0:])))
     return effects

@@ -48,6 +48,8 @@ class InboundFormat:
     #: and the memo slot namespace it stores under; None: this format always parses whole
     parse_reusing: ReusingParser | None = None
     memo_key: str | None = None
+    #: the body field holding the list the memo matches (Responses: its input items)
+    memo_field: str = "messages"
 
 
 def _openai_error(status: int, message: str, code: str | None) -> dict[str, Any]:
@@ -106,6 +108,9 @@ def _responses_stream_error(renderer: Renderer, status: int, message: str) -> by
 RESPONSES = InboundFormat(
     name="responses",
     parse_request=responses_fmt.parse_request,
+    parse_reusing=responses_fmt.parse_request,
+    memo_key=responses_fmt.MEMO_FORMAT,
+    memo_field="input",
     render_response=responses_fmt.render_response,
     renderer=responses_fmt.StreamRenderer,
     error_body=_openai_error,

@@ -54,7 +54,7 @@ def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo
     memo reuse the conversation's previous parse for the messages it shares,
     and those messages' depth is not walked again."""
     reuse = None
-    raws = body.get("messages")
+    raws = body.get(fmt.memo_field)
     if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
         reuse = memo.match(fmt.memo_key, raws)
     known: frozenset[int] = frozenset()

@@ -89,9 +89,9 @@ def parse_request(
         raise FormatError("at least one message is required", "messages")
     system = _parse_system(body.get("system"))
     messages: list[Message] = []
-    effects = parse_messages(
-        MEMO_FORMAT, raw_messages, memo, reuse, _parse_message, system, messages
-    )
+    if reuse is None and memo is not None:
+        reuse = memo.match(MEMO_FORMAT, raw_messages)
+    effects = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
     if not messages:
         raise FormatError("at least one user or assistant message is required", "messages")
     messages = _apply_clear_at(messages)

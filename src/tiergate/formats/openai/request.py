@@ -88,9 +88,9 @@ def parse_request(
         raise FormatError("messages must not be empty", "messages")
     system: list[TextPart] = []
     messages: list[Message] = []
-    effects = parse_messages(
-        MEMO_FORMAT, raw_messages, memo, reuse, _parse_message, system, messages
-    )
+    if reuse is None and memo is not None:
+        reuse = memo.match(MEMO_FORMAT, raw_messages)
+    effects = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
 
     # Both are checked: a malformed max_tokens is refused even when the newer
     # max_completion_tokens (which wins) is present.

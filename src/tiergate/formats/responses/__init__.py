@@ -6,8 +6,8 @@ without a neutral meaning are dropped on purpose, never forwarded.
 docs/conversion.md has the field-by-field table.
 """
 
-from tiergate.formats.responses.request import parse_request
+from tiergate.formats.responses.request import MEMO_FORMAT, parse_request
 from tiergate.formats.responses.response import render_response
 from tiergate.formats.responses.stream import StreamRenderer
 
-__all__ = ["StreamRenderer", "parse_request", "render_response"]
+__all__ = ["MEMO_FORMAT", "StreamRenderer", "parse_request", "render_response"]

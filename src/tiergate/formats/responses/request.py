@@ -29,6 +29,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
+from tiergate.formats.message_memo import Effect, MessageMemo, Reuse, parse_messages
 from tiergate.formats.openai.request import image_from_url
 from tiergate.formats.responses.items import decode_reasoning
 from tiergate.formats.responses.tools import call_from_item, parse_tool_choice, parse_tools
@@ -47,8 +48,23 @@ _STATEFUL = {
 }
 
 
-def parse_request(body: dict[str, Any]) -> ChatRequest:
-    """A client's Responses body as a neutral request; FormatError if it cannot be served."""
+#: The memo slot namespace of this codec's parses.
+MEMO_FORMAT = "responses"
+
+
+def parse_request(
+    body: dict[str, Any],
+    memo: MessageMemo | None = None,
+    size: int = 0,
+    reuse: Reuse | None = None,
+) -> ChatRequest:
+    """A client's Responses body as a neutral request; FormatError if it cannot be served.
+
+    With a `memo` (formats/message_memo.py), the input items this conversation's
+    previous request already had are taken from its parse, cut back to the last
+    item that starts a message of its own (`reusable_count`): assistant items fold
+    into the assistant message before them, so a message is final only once a
+    user message, system message or tool output follows it."""
     body = expect_dict(body, "body")
     model = expect_str(body.get("model"), "model")
     for name, reason in _STATEFUL.items():
@@ -59,12 +75,19 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
 
     system = _instructions(body.get("instructions"))
     messages: list[Message] = []
+    remember: tuple[list[Any], list[Effect]] | None = None
     raw_input = body.get("input")
     if isinstance(raw_input, str):
         messages.append(Message("user", [TextPart(raw_input)]))
     else:
-        for i, raw in enumerate(expect_list(raw_input, "input")):
-            _parse_item(raw, f"input[{i}]", system, messages)
+        items = expect_list(raw_input, "input")
+        if reuse is None and memo is not None:
+            reuse = memo.match(MEMO_FORMAT, items)
+        if reuse is not None:
+            reuse = reuse.upto(reusable_count(items, reuse.count))
+        effects = parse_messages(items, memo, reuse, _parse_item, system, messages, field="input")
+        if memo is not None:
+            remember = (items, effects)
     if not messages:
         raise FormatError("input has no message for the model to answer", "input")
 
@@ -76,7 +99,7 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
     opt_bool(body.get("store"), "store")
     _string_list(body.get("include"), "include")
     stream = bool(opt_bool(body.get("stream"), "stream"))
-    return ChatRequest(
+    req = ChatRequest(
         model=model,
         messages=messages,
         system=system,
@@ -105,6 +128,33 @@ def parse_request(body: dict[str, Any]) -> ChatRequest:
         },
         source_format="responses",
     )
+    if memo is not None and remember is not None:  # only a body that parsed whole
+        memo.store(MEMO_FORMAT, *remember, size)
+    return req
+
+
+def _starts_message(raw: Any) -> bool:
+    """Whether an input item appends a message of its own, so no later item can
+    change the messages before it (see parse_request)."""
+    if not isinstance(raw, dict):
+        return False
+    kind = raw.get("type")
+    if kind in _OUTPUT_ITEMS:
+        return True
+    if kind is None or kind == "message":
+        return raw.get("role") in ("user", "system", "developer")
+    return False
+
+
+def reusable_count(items: list[Any], shared: int) -> int:
+    """How many of the `shared` leading items may be taken from the previous parse:
+    up to (not including) the last one before `shared` that starts a message of its
+    own. Items from there on are parsed again, so nothing folds into a remembered
+    message; in the previous parse, too, nothing after that item changed them."""
+    for i in range(min(shared, len(items)) - 1, 0, -1):
+        if _starts_message(items[i]):
+            return i
+    return 0
 
 
 def _instructions(raw: Any) -> list[TextPart]:
