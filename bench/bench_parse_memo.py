@@ -5,10 +5,11 @@
 Why: agents resend the whole history every turn, so without the memo a codec's
 parse grows with the session (issue #30). This replays one agent-shaped session
 (a task, then per turn an assistant tool call and a tool result of `--tool-kb`
-KB) in the OpenAI chat and Anthropic Messages shapes, and times at chosen turns
-the codec's parse of the decoded body, and its render back to the same
-format, side by side in the same run: fresh, and with the conversation's
-memos warm from the previous turn (as the gateway does). The JSON decode,
+KB) in the OpenAI chat, Anthropic Messages and Responses shapes, and times at
+chosen turns the codec's parse of the decoded body, and its render back to the
+same format (Responses: to chat completions, its upstream), side by side in
+the same run: fresh, and with the conversation's memos warm from the previous
+turn (as the gateway does). The JSON decode,
 the same either way, is not included; it is reported once per turn for scale.
 In-process, best of `--repeat` runs per point, garbage collector off while timed.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from tiergate.formats import anthropic, openai
+from tiergate.formats import anthropic, openai, responses
 from tiergate.formats.message_memo import MessageMemo
 
 Parser = Callable[..., Any]
@@ -51,14 +52,26 @@ def anthropic_turn(k: int, tool_bytes: int) -> list[dict[str, Any]]:
     ]
 
 
+def responses_turn(k: int, tool_bytes: int) -> list[dict[str, Any]]:
+    call = {"type": "function_call", "call_id": f"c{k}", "name": "shell", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": f"c{k}", "output": "x" * tool_bytes}
+    return [call, output]
+
+
 def bodies(fmt: str, turns: int, tool_bytes: int) -> list[bytes]:
     task = "Fix the date parser so ISO weeks parse. " * 20
-    if fmt == "openai":
-        messages: list[dict[str, Any]] = [
+    field = "messages"
+    if fmt == "responses":  # Codex: instructions, then input items
+        messages: list[dict[str, Any]] = [{"role": "user", "content": task}]
+        head: dict[str, Any] = {"model": "m", "instructions": "You are a coding agent. " * 200}
+        turn = responses_turn
+        field = "input"
+    elif fmt == "openai":
+        messages = [
             {"role": "system", "content": "You are a coding agent. " * 200},
             {"role": "user", "content": task},
         ]
-        head: dict[str, Any] = {"model": "m"}
+        head = {"model": "m"}
         turn = openai_turn
     else:
         messages = [{"role": "user", "content": task}]
@@ -66,7 +79,7 @@ def bodies(fmt: str, turns: int, tool_bytes: int) -> list[bytes]:
         turn = anthropic_turn
     out = []
     for k in range(turns):
-        out.append(orjson.dumps({**head, "messages": messages}))
+        out.append(orjson.dumps({**head, field: messages}))
         messages = [*messages, *turn(k, tool_bytes)]
     return out
 
@@ -93,9 +106,12 @@ def no_gc() -> Iterator[None]:
 
 
 def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -> None:
-    codec = openai if fmt == "openai" else anthropic
+    codec = {"openai": openai, "anthropic": anthropic, "responses": responses}[fmt]
     parse: Parser = codec.parse_request
-    render: Callable[[Any, str], Any] = codec.render_request
+    # Responses has no upstream of its own: its requests go out as chat completions
+    render: Callable[[Any, str], Any] = (
+        openai.render_request if fmt == "responses" else codec.render_request
+    )
     raw = bodies(fmt, turns, tool_bytes)
     memo = MessageMemo()
     print(f"\n{fmt}: turn, body KB, messages, decode us, parse fresh / memo us, ratio,")
@@ -124,7 +140,7 @@ def run(fmt: str, turns: int, tool_bytes: int, points: list[int], repeat: int) -
             warm.append((t1 - t0) * 1e6)
             warm_render.append((t2 - t1) * 1e6)
         render(parse(orjson.loads(data), memo, len(data)), "up")
-        n = len(decoded["messages"])
+        n = len(decoded.get("messages") or decoded.get("input"))
         print(
             f"{i:5d} {len(data) / 1024:8.0f} {n:5d} {decode:9.0f} {fresh:7.0f} / {min(warm):5.0f}"
             f" {fresh / min(warm):5.1f}x {render_fresh:7.0f} / {min(warm_render):5.0f}"
@@ -137,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--turns", type=int, default=200, help="session length")
     ap.add_argument("--tool-kb", type=float, default=2.0, help="KB per tool result")
     ap.add_argument("--repeat", type=int, default=7, help="runs per point (best is kept)")
-    ap.add_argument("--format", choices=["openai", "anthropic", "both"], default="both")
+    ap.add_argument("--format", choices=["openai", "anthropic", "responses", "all"], default="all")
     args = ap.parse_args(argv)
     points = sorted({2, args.turns // 4, args.turns // 2, args.turns})
-    for fmt in ("openai", "anthropic") if args.format == "both" else (args.format,):
+    every = ("openai", "anthropic", "responses")
+    for fmt in every if args.format == "all" else (args.format,):
         run(fmt, args.turns, int(args.tool_kb * 1024), points, args.repeat)
     return 0
 
