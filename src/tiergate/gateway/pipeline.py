@@ -26,6 +26,7 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.core.upstream import Target
+from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway import dispatch, failures
@@ -75,6 +76,7 @@ class Gateway:
         self.lanes = lanes
         self.limiter = Limiter(planner.store)
         self.message_memo = MessageMemo()  # each conversation's last parse, for the next
+        self.body_memo = BodyDecodeMemo()  # and its last body's bytes, for the next decode
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -106,7 +108,7 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             await self.admit(workspace)
-            body, size = await read_body(request, self.cfg.server.max_body_bytes)
+            body, size = await self.read_chat_body(fmt, request)
             body, turn = self.lanes.extract(body)
             req = parse(fmt, body, size, self.message_memo)
             if fmt.read_transport is not None:
@@ -171,7 +173,7 @@ class Gateway:
         """Plan the request exactly as `handle` would, then stop: no dispatch, no commit."""
         try:
             workspace = self.authenticate(request)
-            body, size = await read_body(request, self.cfg.server.max_body_bytes)
+            body, size = await self.read_chat_body(fmt, request)
             body, turn = self.lanes.extract(body)  # validated and removed, never leased here
             req = parse(fmt, body, size, self.message_memo)
             if fmt.read_transport is not None:
@@ -184,6 +186,14 @@ class Gateway:
         return Response(orjson.dumps(describe_plan(plan, req)), 200, media_type=JSON)
 
     # ---- request intake ------------------------------------------------------
+
+    async def read_chat_body(
+        self, fmt: InboundFormat, request: Request
+    ) -> tuple[dict[str, Any], int]:
+        """The body of a chat request, decoded reusing its conversation's last body
+        when the format memoises its parse."""
+        memo = self.body_memo if fmt.parse_reusing is not None else None
+        return await read_body(request, self.cfg.server.max_body_bytes, memo, fmt.memo_field)
 
     def authenticate(self, request: Request) -> Workspace:
         ws = self.tokens.lookup(bearer_token(request.headers))

@@ -15,6 +15,7 @@ import orjson
 from starlette.requests import Request
 
 from tiergate.core.model import ChatRequest
+from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.depth import depth_error
 from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo
@@ -22,8 +23,16 @@ from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import InboundFormat
 
 
-async def read_body(request: Request, limit: int) -> tuple[dict[str, Any], int]:
-    """The body as a JSON object and its size in bytes; depth is the caller's to check."""
+async def read_body(
+    request: Request,
+    limit: int,
+    memo: BodyDecodeMemo | None = None,
+    field: str = "messages",
+) -> tuple[dict[str, Any], int]:
+    """The body as a JSON object and its size in bytes; depth is the caller's to check.
+    With a `memo` (formats/body_decode.py), the bytes it shares with its
+    conversation's previous body are not decoded again (`field`: the array the
+    conversation grows); the result is the same."""
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
@@ -35,7 +44,8 @@ async def read_body(request: Request, limit: int) -> tuple[dict[str, Any], int]:
             raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
         chunks.append(chunk)
     try:
-        body = orjson.loads(b"".join(chunks))
+        raw = b"".join(chunks)
+        body = orjson.loads(raw) if memo is None else memo.loads(raw, field)
     except orjson.JSONDecodeError:
         raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):

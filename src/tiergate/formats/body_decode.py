@@ -1,0 +1,324 @@
+"""A conversation's previous body, reused byte for byte to decode its next one.
+
+Why: agents resend the whole history every turn, and once the message memo
+(formats/message_memo.py) stopped re-parsing it, the JSON decode of the whole
+body was what still grew with the session (issue #30: 0.6-0.75 us per KB, about
+a quarter of the plain proxy's CPU at 1 MB). An agent's next body begins with
+the same bytes as its last one, up to some message: usually the last, or a few
+before it when the client moves a prompt-cache marker. For the longest such
+prefix that ends on a message boundary, the previous decode of those messages,
+and of the top-level members before the array, is exact: JSON is context free,
+so the same bytes read from the same parser state decode to the same values.
+Only the new messages, and the members after the array (reused too while their
+bytes are unchanged: an agent's system prompt and tools), are decoded.
+
+The result equals `orjson.loads(body)` (tests/test_body_decode.py, a property
+test over edited, truncated and reformatted bodies); a body the fast path cannot
+read is decoded whole, so every error is orjson's. The decoded objects are
+shared with the next request of the conversation, so nothing may mutate them
+(the message and render memos' rule already). Matching costs a memcmp of the
+bytes shared; a message's end is found by a regex scan that skips strings in C.
+Bounded by slot count, bytes held and idle time. Not thread-safe (one event loop
+per process). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from bisect import bisect_right
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+#: Bodies smaller than this are decoded whole: the decode is a few microseconds.
+MIN_BYTES = 16 * 1024
+#: Leading bytes that key a slot; conversations sharing them are told apart by
+#: the compare (at most PER_KEY of them are kept per key).
+KEY_BYTES = 256
+PER_KEY = 16
+#: A body sharing more than the first element and all but this many of a slot's
+#: elements continues its conversation
+#: (a client may edit its latest messages: Claude Code moves its cache marker) and
+#: takes the slot's place; one sharing fewer is another conversation with the same
+#: beginning (one agent's system prompt) and gets a slot of its own.
+CONTINUATION_SLACK = 2
+DEFAULT_SLOTS = 128
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_IDLE_SECONDS = 600.0
+#: The chunk the common-prefix search compares before it bisects.
+_CHUNK = 64 * 1024
+
+#: A JSON string (escapes included), or a bracket: what a boundary scan must see.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_QUOTE, _OPEN_ARRAY, _CLOSE_ARRAY, _OPEN_OBJECT = 0x22, 0x5B, 0x5D, 0x7B
+_OPENING = (_OPEN_ARRAY, _OPEN_OBJECT)
+_SPACE = b" \t\r\n"
+
+
+@dataclass(slots=True)
+class _Slot:
+    data: bytes  #: the conversation's last body
+    ends: list[int]  #: offset just past each element of the array
+    close: int  #: offset of the array's `]`
+    raws: list[Any]  #: the array's decoded elements
+    head: dict[str, Any]  #: the members before the array, the array's key last
+    rest: dict[str, Any]  #: the members after it
+    used: float
+
+
+def common_prefix(a: bytes, b: bytes) -> int:
+    """How many leading bytes `a` and `b` share (memcmp in chunks, then a bisection)."""
+    n = min(len(a), len(b))
+    view = memoryview(b)
+    if a.startswith(view[:n]):
+        return n
+    lo = 0
+    while lo + _CHUNK <= n and a.startswith(view[lo : lo + _CHUNK], lo):
+        lo += _CHUNK
+    hi = min(lo + _CHUNK, n)  # a[:lo] == b[:lo], and they differ before hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a.startswith(view[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def scan_elements(raw: bytes, pos: int) -> tuple[list[int], int] | None:
+    """From `pos`, inside an array and outside any string: the offset just past each
+    container element that follows, and the offset of the array's `]` (None if
+    the body ends first). Scalar elements are not counted: callers compare the
+    count with the decoded elements and fall back when it differs."""
+    ends: list[int] = []
+    depth = 0
+    for token in _TOKEN.finditer(raw, pos):
+        c = raw[token.start()]
+        if c == _QUOTE:
+            continue
+        if c in _OPENING:
+            depth += 1
+            continue
+        depth -= 1
+        if depth == 0:
+            ends.append(token.end())
+        elif depth < 0:
+            return (ends, token.start()) if c == _CLOSE_ARRAY else None
+    return None
+
+
+def _skip_space(raw: bytes, i: int) -> int:
+    n = len(raw)
+    while i < n and raw[i] in _SPACE:
+        i += 1
+    return i
+
+
+def _array_start(raw: bytes, key: bytes) -> int | None:
+    """The offset of the `[` opening the top-level member `key`'s array, or None."""
+    depth = 0
+    for token in _TOKEN.finditer(raw):
+        s = token.start()
+        c = raw[s]
+        if c == _QUOTE:
+            if depth == 1 and token.end() - s == len(key) and raw.startswith(key, s):
+                i = _skip_space(raw, token.end())
+                if i < len(raw) and raw[i] == 0x3A:  # ':' : a key, not a value
+                    i = _skip_space(raw, i + 1)
+                    if i < len(raw) and raw[i] == _OPEN_ARRAY:
+                        return i
+            continue
+        depth += 1 if c in _OPENING else -1
+    return None
+
+
+def _rest(raw: bytes, close: int) -> dict[str, Any] | None:
+    """The top-level members after the array closing at `close` (None: not readable)."""
+    i = _skip_space(raw, close + 1)
+    if i >= len(raw):
+        return None
+    if raw[i] == 0x7D:  # '}': nothing after the array
+        return {} if _skip_space(raw, i + 1) == len(raw) else None
+    if raw[i] != 0x2C:  # ','
+        return None
+    try:
+        rest = orjson.loads(b"{" + raw[i + 1 :])
+    except orjson.JSONDecodeError:
+        return None
+    return rest if isinstance(rest, dict) else None
+
+
+class BodyDecodeMemo:
+    """`loads(raw)`, equal to `orjson.loads(raw)`, reusing each recent conversation's
+    last decode (see the module docstring). `field` is the array the conversation
+    grows: `messages` (chat completions, Anthropic) or `input` (Responses)."""
+
+    __slots__ = (
+        "_bytes",
+        "_clock",
+        "_count",
+        "_groups",
+        "idle_seconds",
+        "key_bytes",
+        "limit",
+        "max_bytes",
+        "min_bytes",
+    )
+
+    def __init__(
+        self,
+        limit: int = DEFAULT_SLOTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+        min_bytes: int = MIN_BYTES,
+        key_bytes: int = KEY_BYTES,
+    ) -> None:
+        self.min_bytes = min_bytes
+        self.key_bytes = key_bytes
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        #: slots by their body's leading bytes, most recently used first in each group;
+        #: groups in least-recently-used order
+        self._groups: OrderedDict[tuple[str, bytes], list[_Slot]] = OrderedDict()
+        self._bytes = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def loads(self, raw: bytes, field: str = "messages") -> Any:
+        """`raw` decoded; orjson.JSONDecodeError exactly when orjson.loads raises it."""
+        if len(raw) < self.min_bytes or len(raw) > self.max_bytes:
+            return orjson.loads(raw)
+        key = (field, raw[: self.key_bytes])
+        group = self._groups.get(key)
+        if group is not None:
+            found = self._warm(raw, field, key, group)
+            if found is not None:
+                return found
+        body = orjson.loads(raw)
+        if isinstance(body, dict) and type(body.get(field)) is list:
+            self._cold(raw, field, key, body)
+        return body
+
+    def _best(self, raw: bytes, group: list[_Slot]) -> tuple[_Slot, int] | None:
+        """The slot sharing the most whole elements with `raw`, and that count."""
+        now = self._clock()
+        best: tuple[_Slot, int] | None = None
+        for slot in group:
+            if now - slot.used > self.idle_seconds:
+                continue
+            count = bisect_right(slot.ends, common_prefix(raw, slot.data))
+            if count and (best is None or count > best[1]):
+                best = (slot, count)
+                if count == len(slot.ends):
+                    break
+        return best
+
+    def _warm(
+        self, raw: bytes, field: str, key: tuple[str, bytes], group: list[_Slot]
+    ) -> dict[str, Any] | None:
+        best = self._best(raw, group)
+        if best is None:
+            return None
+        slot, count = best
+        pos = slot.ends[count - 1]
+        scanned = scan_elements(raw, pos)
+        if scanned is None:
+            return None
+        new_ends, close = scanned
+        try:
+            new = orjson.loads(b"[0" + raw[pos : close + 1])
+        except orjson.JSONDecodeError:
+            return None
+        if len(new) != len(new_ends) + 1:  # a scalar element: not ours to reuse
+            return None
+        tail = len(raw) - close
+        if tail == len(slot.data) - slot.close and raw.endswith(
+            memoryview(slot.data)[slot.close :]
+        ):
+            rest = slot.rest
+        else:
+            fresh = _rest(raw, close)
+            if fresh is None:
+                return None
+            rest = fresh
+        raws = slot.raws[:count]
+        raws.extend(new[1:])
+        ends = slot.ends[:count]
+        ends.extend(new_ends)
+        body = slot.head.copy()
+        body[field] = raws
+        body.update(rest)
+        if count > 1 and count + CONTINUATION_SLACK >= len(slot.ends):  # moved on
+            self._remove(key, slot)
+        self._add(key, _Slot(raw, ends, close, list(raws), slot.head, rest, self._clock()))
+        return body
+
+    def _cold(self, raw: bytes, field: str, key: tuple[str, bytes], body: dict[str, Any]) -> None:
+        """Remember `raw`'s layout, when its array can be found and read."""
+        start = _array_start(raw, orjson.dumps(field))
+        if start is None:
+            return
+        scanned = scan_elements(raw, start + 1)
+        raws = body[field]
+        if scanned is None or len(scanned[0]) != len(raws) or not raws:
+            return
+        ends, close = scanned
+        rest = _rest(raw, close)
+        if rest is None:
+            return
+        # The body's own values, so the next request shares them: a member after the
+        # array holds its last occurrence, as in `body`.
+        rest = {k: body[k] for k in rest}
+        try:
+            head = orjson.loads(raw[:start] + b"0}")  # the array's key last, valued 0
+        except orjson.JSONDecodeError:
+            return
+        self._add(key, _Slot(raw, ends, close, list(raws), head, rest, self._clock()))
+
+    def _add(self, key: tuple[str, bytes], slot: _Slot) -> None:
+        group = self._groups.pop(key, None) or []
+        group.insert(0, slot)
+        self._groups[key] = group  # now the most recently used group
+        self._bytes += len(slot.data)
+        self._count += 1
+        if len(group) > PER_KEY:
+            self._remove(key, group[-1])
+        cutoff = slot.used - self.idle_seconds
+        while self._groups:
+            oldest_key, oldest = next(iter(self._groups.items()))
+            victim = oldest[-1]
+            over = self._count > self.limit or self._bytes > self.max_bytes
+            if victim.used >= cutoff and not over:
+                break
+            self._remove(oldest_key, victim)
+
+    def _remove(self, key: tuple[str, bytes], slot: _Slot) -> None:
+        group = self._groups.get(key)
+        if group is None:
+            return
+        for i, held in enumerate(group):
+            if held is slot:
+                del group[i]
+                self._bytes -= len(slot.data)
+                self._count -= 1
+                break
+        if not group:
+            del self._groups[key]
+
+    def clear(self) -> None:
+        self._groups.clear()
+        self._bytes = 0
+        self._count = 0

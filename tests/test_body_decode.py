@@ -1,0 +1,199 @@
+"""The body decode memo: equal to orjson.loads, whatever the bytes (formats/body_decode.py)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import orjson
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memo_support import conversations
+from tiergate.formats.body_decode import BodyDecodeMemo, common_prefix, scan_elements
+
+_text = st.text(alphabet=st.sampled_from(list('ab "\\{}[]:,\n\u00e9\u2028\U0001f600')), max_size=12)
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"])},
+    optional={
+        "content": st.one_of(
+            _text,
+            st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": _text}), max_size=2),
+        ),
+        "cache_control": st.just({"type": "ephemeral"}),
+    },
+)
+_member = st.one_of(
+    st.integers(-5, 5), _text, st.booleans(), st.none(), st.lists(_text, max_size=2)
+)
+_layout = st.fixed_dictionaries(
+    {
+        "head": st.dictionaries(st.sampled_from(["model", "system", "n"]), _member, max_size=2),
+        "rest": st.dictionaries(st.sampled_from(["tools", "stream", "model", "x"]), _member),
+    }
+)
+
+
+def _encode(body: dict[str, Any], style: int) -> bytes:
+    """The same object as different clients write it."""
+    if style == 0:
+        return orjson.dumps(body)  # compact, UTF-8 (Node's JSON.stringify)
+    if style == 1:
+        return json.dumps(body).encode()  # ", " and ": ", \\u escapes (Python SDKs)
+    return json.dumps(body, indent=2, ensure_ascii=False).encode()
+
+
+def _body(layout: dict[str, Any], messages: list[Any], field: str = "messages") -> dict[str, Any]:
+    return {**layout["head"], field: messages, **layout["rest"]}
+
+
+def _check(memo: BodyDecodeMemo, raw: bytes, field: str = "messages") -> Any:
+    got = memo.loads(raw, field)
+    want = orjson.loads(raw)
+    assert got == want
+    assert list(got) == list(want)  # member order too
+    return got
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    conversations(_message),
+    _layout,
+    st.lists(st.integers(0, 2), min_size=8, max_size=8),
+    st.booleans(),
+)
+def test_equal_to_orjson_over_a_conversation(
+    history: list[list[Any]], layout: dict[str, Any], styles: list[int], rest_changes: bool
+) -> None:
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    for i, messages in enumerate(history):
+        if rest_changes and i % 2:
+            layout = {**layout, "rest": {**layout["rest"], "turn": i}}
+        _check(memo, _encode(_body(layout, messages), styles[i % len(styles)]))
+
+
+@settings(max_examples=200, deadline=None)
+@given(conversations(_message), st.integers(0, 2), st.data())
+def test_corrupted_bodies_fail_exactly_when_orjson_does(
+    history: list[list[Any]], style: int, data: st.DataObject
+) -> None:
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    for messages in history:
+        raw = _encode({"model": "m", "messages": messages, "tools": []}, style)
+        cut = data.draw(st.integers(0, len(raw)))
+        damaged = data.draw(st.sampled_from([raw[:cut], raw[:cut] + b"]" + raw[cut:], raw]))
+        try:
+            want = orjson.loads(damaged)
+        except orjson.JSONDecodeError:
+            with pytest.raises(orjson.JSONDecodeError):
+                memo.loads(damaged)
+        else:
+            assert memo.loads(damaged) == want
+
+
+def _agent_turns(turns: int) -> list[bytes]:
+    system = "You are a coding agent. " * 800  # over MIN_BYTES from the first turn
+    messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
+    bodies = []
+    for t in range(turns):
+        messages.append({"role": "user" if t % 2 else "tool", "content": f"result {t} " * 50})
+        bodies.append(orjson.dumps({"model": "m", "messages": messages, "tools": [{"a": 1}]}))
+    return bodies
+
+
+def test_a_growing_conversation_reuses_the_decoded_history() -> None:
+    memo = BodyDecodeMemo()
+    bodies = _agent_turns(12)
+    previous = None
+    for raw in bodies:
+        body = _check(memo, raw)
+        if previous is not None:
+            assert body["messages"][0] is previous["messages"][0]  # reused, not decoded
+            assert body["messages"][-2] is previous["messages"][-1]
+            assert body["tools"] is previous["tools"]  # unchanged bytes after the array
+        previous = body
+    assert len(memo) == 1
+
+
+def test_a_moved_cache_marker_reuses_up_to_the_marked_message() -> None:
+    """Claude Code marks its latest messages for the prompt cache; the marker moves."""
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "task " * 100}]
+    first = memo.loads(orjson.dumps({"model": "m", "messages": history}))
+    marked = [*history, {"role": "assistant", "content": "x", "cache_control": {"t": 1}}]
+    memo.loads(orjson.dumps({"model": "m", "messages": marked}))
+    moved = [*history, {"role": "assistant", "content": "x"}, {"role": "user", "content": "y"}]
+    raw = orjson.dumps({"model": "m", "messages": moved})
+    body = _check(memo, raw)
+    assert body["messages"][0] is first["messages"][0]
+
+
+def test_interleaved_conversations_sharing_a_system_prompt_each_hit() -> None:
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    prompt = {"role": "system", "content": "same agent " * 100}
+    a: list[Any] = [prompt, {"role": "user", "content": "task a"}]
+    b: list[Any] = [prompt, {"role": "user", "content": "task b"}]
+    last: dict[str, Any] = {}
+    for turn in range(4):
+        for name, history in (("a", a), ("b", b)):
+            history.append({"role": "tool", "content": f"{name}{turn}"})
+            body = _check(memo, orjson.dumps({"messages": history, "model": "m"}))
+            if name in last:
+                assert body["messages"][1] is last[name]["messages"][1]
+            last[name] = body
+    assert len(memo) == 2
+
+
+def test_duplicate_and_scalar_members_decode_as_orjson_does() -> None:
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    raws = [
+        b'{"messages": 1, "messages": [{"a": 1}], "model": "x"}',
+        b'{"messages": 1, "messages": [{"a": 1}, {"b": "]}"}], "model": "y", "messages": []}',
+        b'{"messages": [{"a": 1}, 3, {"c": "\\"]"}]}',
+        b'{"messages": [{"a": 1}, 3, {"c": "\\"]"}, [], {}], "messages": [{"a": 1}]}',
+        b'{"x": {"messages": [{"a": 1}]}, "messages": [{"a": 1}, {"z": []}]}',
+        # the members after the array grow, still ending in the old ones' bytes
+        b'{"messages": [{"a": 1}, {"z": []}]}',
+        b'{"messages": [{"a": 1}, {"z": []}, {"y": 2}], "x": []}',
+        # the latest message gains a member: the same bytes up to its old closing brace
+        b'{"messages": [{"a": 1}, {"c": 1}]}',
+        b'{"messages": [{"a": 1}, {"c": 1, "d": 2}]}',
+    ]
+    for raw in raws * 2:
+        _check(memo, raw)
+
+
+def test_the_memo_is_bounded() -> None:
+    memo = BodyDecodeMemo(limit=3, max_bytes=10_000, min_bytes=0, key_bytes=1)
+    for i in range(10):
+        memo.loads(orjson.dumps({"messages": [{"role": "user", "content": f"{i}" * 1000}]}))
+    assert len(memo) <= 3 and memo.bytes_held <= 10_000
+    memo.clear()
+    assert len(memo) == 0 and memo.bytes_held == 0
+
+
+def test_idle_slots_are_not_matched() -> None:
+    now = [0.0]
+    memo = BodyDecodeMemo(idle_seconds=10, clock=lambda: now[0], min_bytes=0, key_bytes=1)
+    history = [{"role": "user", "content": "a" * 300}]
+    first = memo.loads(orjson.dumps({"messages": history}))
+    now[0] = 11.0
+    body = memo.loads(orjson.dumps({"messages": [*history, {"role": "tool", "content": "b"}]}))
+    assert body["messages"][0] is not first["messages"][0]
+
+
+@given(st.binary(max_size=64), st.binary(max_size=64))
+def test_common_prefix(a: bytes, b: bytes) -> None:
+    n = common_prefix(a + b, a)
+    assert n == len(a)
+    m = common_prefix(a, b)
+    assert a[:m] == b[:m] and (m == min(len(a), len(b)) or a[m] != b[m])
+
+
+def test_scan_elements_skips_strings() -> None:
+    raw = b'[{"a": "}]\\"{"}, [1, [2]], {"b": {}}] tail'
+    ends, close = scan_elements(raw, 1) or ([], -1)
+    assert [raw[e - 1 : e] for e in ends] == [b"}", b"]", b"}"]
+    assert raw[close : close + 1] == b"]" and raw[close + 1 :] == b" tail"
+    assert scan_elements(b'[{"a": 1}', 1) is None
