@@ -13,6 +13,7 @@ from typing import Any
 import orjson
 
 from tiergate import tracing
+from tiergate.formats.body_encode import BodyEncodeMemo
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
 from tiergate.providers.exchange import ProxyError
@@ -34,6 +35,8 @@ class UpstreamHTTP:
         self._read_timeout = read_timeout
         self.network = network or UpstreamNetwork()
         self._client: HTTPClient | None = None
+        #: each conversation's last upstream body, for encoding its next one
+        self.encoder = BodyEncodeMemo()
 
     @property
     def client(self) -> HTTPClient:
@@ -58,7 +61,7 @@ class UpstreamHTTP:
         """POST and return the parsed JSON body; raise UpstreamError on any failure."""
         trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, orjson.dumps(body), headers, trace)
+            resp = await self.client.post(url, self.encoder.dumps(body), headers, trace)
             raw = await resp.read()
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
@@ -81,7 +84,7 @@ class UpstreamHTTP:
         UpstreamError (retryable); a cut after it raises kind 'stream_cut'."""
         trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, orjson.dumps(body), headers, trace)
+            resp = await self.client.post(url, self.encoder.dumps(body), headers, trace)
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
         except HTTPClientError as err:

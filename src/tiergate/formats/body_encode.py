@@ -1,0 +1,166 @@
+"""A conversation's previous upstream body, reused byte for byte to encode its next.
+
+Why: with the message and render memos (formats/message_memo.py,
+formats/render_memo.py) the upstream body of a conversation's next turn holds
+the *same* rendered message objects as its last one, plus one or two new ones,
+yet `orjson.dumps` wrote every message again (issue #30: 0.2-0.4 us per KB, the
+largest cost left growing with the session once the decode memo was in). The
+encoding of a JSON array is its elements' encodings joined by commas, so for the
+longest prefix of elements that are the previous body's (the same object, or one
+that encodes to the same bytes: a system message rendered afresh), the previous
+bytes are exact; only the new elements are encoded.
+
+`dumps(body)` is byte for byte `orjson.dumps(body)` (tests/test_body_encode.py,
+a property test); anything else (no array, a short one) is plain orjson. The
+reused objects must not be mutated (the render memo's rule already). Bounded by
+slot count, bytes held and idle time. Not thread-safe (one event loop per
+process). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from tiergate.formats.message_memo import signature
+
+#: Arrays shorter than this are encoded whole.
+MIN_ELEMENTS = 8
+#: The fields upstream bodies grow a conversation in: chat completions and
+#: Anthropic `messages`, Gemini `contents`.
+FIELDS = ("messages", "contents")
+DEFAULT_SLOTS = 128
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+DEFAULT_IDLE_SECONDS = 600.0
+
+
+@dataclass(slots=True)
+class _Slot:
+    items: list[Any]  #: the array's elements, as last encoded
+    data: bytes  #: the body they were encoded in
+    start: int  #: offset of the array's `[` in `data`
+    ends: list[int]  #: offset just past each element in `data`
+    used: float
+
+
+def _split(body: dict[str, Any]) -> tuple[str, list[Any]] | None:
+    for field in FIELDS:
+        items = body.get(field)
+        if type(items) is list and len(items) >= MIN_ELEMENTS:
+            return field, items
+    return None
+
+
+class BodyEncodeMemo:
+    """`dumps(body)`, byte for byte `orjson.dumps(body)`, reusing each recent
+    conversation's last encoding of its message array (see the module docstring)."""
+
+    __slots__ = ("_bytes", "_clock", "_slots", "idle_seconds", "limit", "max_bytes", "reused")
+
+    def __init__(
+        self,
+        limit: int = DEFAULT_SLOTS,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        idle_seconds: float = DEFAULT_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.max_bytes = max_bytes
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._slots: OrderedDict[Hashable, _Slot] = OrderedDict()  # least recently used first
+        self._bytes = 0
+        self.reused = 0  #: elements the last `dumps` took from the memo (for tests, benches)
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def bytes_held(self) -> int:
+        return self._bytes
+
+    def dumps(self, body: Any) -> bytes:
+        split = _split(body) if type(body) is dict else None
+        self.reused = 0
+        if split is None:
+            return orjson.dumps(body)
+        field, items = split
+        before: dict[str, Any] = {}
+        after: dict[str, Any] = {}
+        side = before
+        for k, v in body.items():
+            if k == field:
+                side = after
+            else:
+                side[k] = v
+        head = orjson.dumps(before)[:-1] + b"," if before else b"{"
+        head += orjson.dumps(field) + b":"
+        key = (field, signature(items))
+        slot = self._slots.pop(key, None)
+        if slot is not None:
+            self._bytes -= len(slot.data)
+        count = self.reused = self._shared(slot, items)
+        pieces: list[Any] = [head]
+        at = len(head)
+        if count:
+            assert slot is not None
+            ends = [e - slot.start + at for e in slot.ends[:count]]
+            pieces.append(memoryview(slot.data)[slot.start : slot.ends[count - 1]])
+            at = ends[-1]
+        else:
+            ends = []
+            pieces.append(b"[")
+            at += 1
+        for i in range(count, len(items)):
+            part = orjson.dumps(items[i])
+            if i:
+                pieces.append(b",")
+                at += 1
+            pieces.append(part)
+            at += len(part)
+            ends.append(at)
+        pieces.append(b"]")
+        pieces.append(b"," + orjson.dumps(after)[1:] if after else b"}")
+        data = b"".join(pieces)
+        if len(data) <= self.max_bytes:
+            self._store(key, _Slot(list(items), data, len(head), ends, self._clock()))
+        return data
+
+    def _shared(self, slot: _Slot | None, items: list[Any]) -> int:
+        """How many leading elements of `items` encode as the slot's did: the same
+        object, or one whose encoding is the slot's bytes (never mere equality:
+        1, 1.0 and True are equal and encode differently)."""
+        if slot is None or self._clock() - slot.used > self.idle_seconds:
+            return 0
+        old, data, ends = slot.items, slot.data, slot.ends
+        limit = min(len(old), len(items))
+        count = 0
+        while count < limit:
+            if old[count] is not items[count]:
+                begin = ends[count - 1] + 1 if count else slot.start + 1
+                part = orjson.dumps(items[count])
+                if len(part) != ends[count] - begin or not data.startswith(part, begin):
+                    break
+            count += 1
+        return count
+
+    def _store(self, key: Hashable, slot: _Slot) -> None:
+        self._slots[key] = slot
+        self._bytes += len(slot.data)
+        cutoff = slot.used - self.idle_seconds
+        while self._slots:
+            oldest = next(iter(self._slots.values()))
+            over = len(self._slots) > self.limit or self._bytes > self.max_bytes
+            if oldest.used >= cutoff and not over:
+                break
+            _, dropped = self._slots.popitem(last=False)
+            self._bytes -= len(dropped.data)
+
+    def clear(self) -> None:
+        self._slots.clear()
+        self._bytes = 0

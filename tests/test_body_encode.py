@@ -1,0 +1,92 @@
+"""The upstream body encode memo: byte for byte orjson.dumps (formats/body_encode.py)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memo_support import conversations
+from tiergate.formats.body_encode import MIN_ELEMENTS, BodyEncodeMemo
+
+_scalar = st.one_of(
+    st.integers(-3, 3), st.sampled_from([1.0, 0.5, True, False, None]), st.text(max_size=6)
+)
+_message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant"])},
+    optional={"content": st.one_of(_scalar, st.lists(_scalar, max_size=2)), "n": _scalar},
+)
+
+
+def _bodies(history: list[list[Any]], shared: bool) -> list[dict[str, Any]]:
+    """Upstream bodies of a conversation; with `shared`, each reuses the previous
+    body's message objects where equal (as the render memo hands them over)."""
+    out: list[dict[str, Any]] = []
+    last: list[Any] = []
+    for i, messages in enumerate(history):
+        if shared:
+            messages = [
+                last[j] if j < len(last) and last[j] == m and i % 3 else m
+                for j, m in enumerate(messages)
+            ]
+        last = messages
+        pad = [{"role": "system", "content": "p"}] * MIN_ELEMENTS
+        out.append({"model": f"m{i % 2}", "messages": pad + messages, "stream": bool(i % 2)})
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(conversations(_message), st.booleans())
+def test_byte_for_byte_orjson(history: list[list[Any]], shared: bool) -> None:
+    memo = BodyEncodeMemo()
+    for body in _bodies(history, shared):
+        assert memo.dumps(body) == orjson.dumps(body)
+
+
+def test_equal_but_differently_encoded_elements_are_not_reused() -> None:
+    """1, 1.0 and True are equal in Python; their JSON is not."""
+    memo = BodyEncodeMemo()
+    base = [{"role": "user", "content": str(i)} for i in range(MIN_ELEMENTS)]
+    for value in (1, 1.0, True, 1):
+        body = {"messages": [*base, {"role": "user", "n": value}], "model": "m"}
+        assert memo.dumps(body) == orjson.dumps(body)
+
+
+def test_a_growing_conversation_reuses_the_encoded_history() -> None:
+    memo = BodyEncodeMemo()
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "s" * 100}]
+    for turn in range(20):
+        messages.append({"role": "tool", "content": f"result {turn}"})
+        # the system message rendered afresh every turn, the history every other turn
+        fresh = [dict(m) for m in messages] if turn % 2 else [dict(messages[0]), *messages[1:]]
+        body = {"model": "m", "messages": fresh}
+        assert memo.dumps(body) == orjson.dumps(body)
+        assert memo.reused == (len(messages) - 1 if len(messages) > MIN_ELEMENTS else 0)
+    assert len(memo) == 1 and memo.bytes_held == len(orjson.dumps(body))
+
+
+def test_other_bodies_are_plain_orjson() -> None:
+    memo = BodyEncodeMemo()
+    for body in ({"input": "x"}, {"messages": [{"a": 1}]}, [1, 2], {"messages": "no"}):
+        assert memo.dumps(body) == orjson.dumps(body)
+    assert len(memo) == 0
+
+
+def test_a_mutated_body_is_not_read_from_the_memo_by_equality() -> None:
+    memo = BodyEncodeMemo()
+    messages = [{"role": "user", "content": str(i)} for i in range(MIN_ELEMENTS + 2)]
+    memo.dumps({"messages": messages})
+    edited = copy.deepcopy(messages)
+    edited[3]["content"] = "changed"
+    assert memo.dumps({"messages": edited}) == orjson.dumps({"messages": edited})
+
+
+def test_the_memo_is_bounded() -> None:
+    memo = BodyEncodeMemo(limit=2, max_bytes=5_000)
+    for i in range(6):
+        msgs = [{"role": "user", "content": f"{i}{j}" * 100} for j in range(MIN_ELEMENTS)]
+        memo.dumps({"messages": msgs})
+    assert len(memo) <= 2 and memo.bytes_held <= 5_000

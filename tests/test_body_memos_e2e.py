@@ -1,0 +1,118 @@
+"""Over HTTP: with the body decode and encode memos (formats/body_decode.py,
+formats/body_encode.py) the upstream receives byte for byte what it receives
+without them, turn after turn of long agent sessions, in both wire formats."""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx
+import orjson
+
+from servers import TOKEN, ServerThread, gateway_config
+from tiergate.app import create_app
+from tiergate.config import parse_config
+from tiergate.sim.app import create_sim_app
+
+Asgi = Callable[[Any, Any, Any], Awaitable[None]]
+
+
+def _recording(app: Asgi, bodies: list[bytes]) -> Asgi:
+    """The simulator, with every request body it receives kept in `bodies`."""
+
+    async def asgi(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await app(scope, receive, send)
+        messages = []
+        while True:
+            message = await receive()
+            messages.append(message)
+            if not message.get("more_body"):
+                break
+        bodies.append(b"".join(m.get("body", b"") for m in messages))
+
+        async def replay() -> Any:
+            return messages.pop(0) if messages else await receive()
+
+        await app(scope, replay, send)
+
+    return asgi
+
+
+def _without_memos(app: Any) -> None:
+    """The gateway as it was before the memos: every body decoded, parsed and encoded whole."""
+    gateway = app.gateway
+    gateway.body_memo.min_bytes = 1 << 62
+    gateway.message_memo.max_bytes = -1  # stores nothing
+    for provider in gateway.providers.values():
+        provider.http.encoder = types.SimpleNamespace(dumps=orjson.dumps)
+
+
+def _openai_turns(turns: int) -> list[dict[str, Any]]:
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": "You are a coding agent. " * 900},
+        {"role": "user", "content": "Fix the failing test in utils.py."},
+    ]
+    out = []
+    for t in range(turns):
+        out.append({"model": "openai/gpt-5-mini", "messages": list(history), "max_tokens": 64})
+        call = {"id": f"c{t}", "type": "function", "function": {"name": "sh", "arguments": "{}"}}
+        history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{t}", "content": f"out {t} " * 300})
+    return out
+
+
+def _anthropic_turns(turns: int) -> list[dict[str, Any]]:
+    """Claude Code's shape: the cache marker on the latest user turn moves each turn."""
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "Fix the failing test."}]}
+    ]
+    out = []
+    for t in range(turns):
+        marked = [dict(m) for m in history]
+        last = dict(marked[-1])
+        last["content"] = [{**last["content"][-1], "cache_control": {"type": "ephemeral"}}]
+        marked[-1] = last
+        out.append(
+            {
+                "model": "anthropic/claude-sonnet-4-5",
+                "max_tokens": 64,
+                "system": [{"type": "text", "text": "You are Claude Code. " * 900}],
+                "messages": marked,
+                "tools": [{"name": "Bash", "input_schema": {"type": "object"}}],
+            }
+        )
+        use = {"type": "tool_use", "id": f"toolu_{t}", "name": "Bash", "input": {"c": "ls"}}
+        history.append({"role": "assistant", "content": [use]})
+        result = {"type": "tool_result", "tool_use_id": f"toolu_{t}", "content": f"f{t} " * 300}
+        history.append({"role": "user", "content": [result]})
+    return out
+
+
+def _send(url: str, path: str, bodies: list[dict[str, Any]]) -> None:
+    headers = {"authorization": f"Bearer {TOKEN}", "anthropic-version": "2023-06-01"}
+    with httpx.Client(timeout=20) as http:
+        for body in bodies:
+            r = http.post(f"{url}{path}", content=orjson.dumps(body), headers=headers)
+            assert r.status_code == 200, r.text
+
+
+def test_upstream_bodies_are_identical_with_and_without_the_memos() -> None:
+    seen: dict[str, list[bytes]] = {"memo": [], "plain": []}
+    for name in seen:
+        with ServerThread(_recording(create_sim_app(), seen[name])) as sim:
+            cfg = parse_config(gateway_config(sim.url))
+            app = create_app(cfg)
+            with ServerThread(app) as gw:
+                if name == "plain":
+                    _without_memos(app)
+                _send(gw.url, "/v1/chat/completions", _openai_turns(12))
+                _send(gw.url, "/v1/messages", _anthropic_turns(12))
+                if name == "memo":  # the memos were in play, not bypassed
+                    assert len(app.gateway.body_memo) >= 2
+                    assert app.gateway.body_memo.bytes_held > 0
+    assert len(seen["memo"]) == len(seen["plain"]) == 24
+    for with_memo, without in zip(seen["memo"], seen["plain"], strict=True):
+        assert with_memo == without
