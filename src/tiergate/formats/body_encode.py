@@ -44,7 +44,7 @@ class _Slot:
     items: list[Any]  #: the array's elements, as last encoded
     data: bytes  #: the body they were encoded in
     start: int  #: offset of the array's `[` in `data`
-    ends: list[int]  #: offset just past each element in `data`
+    ends: list[int]  #: offset just past each element, from `start`
     used: float
 
 
@@ -106,16 +106,15 @@ class BodyEncodeMemo:
             self._bytes -= len(slot.data)
         count = self.reused = self._shared(slot, items)
         pieces: list[Any] = [head]
-        at = len(head)
         if count:
             assert slot is not None
-            ends = [e - slot.start + at for e in slot.ends[:count]]
-            pieces.append(memoryview(slot.data)[slot.start : slot.ends[count - 1]])
+            ends = slot.ends[:count]
+            pieces.append(memoryview(slot.data)[slot.start : slot.start + ends[-1]])
             at = ends[-1]
         else:
             ends = []
             pieces.append(b"[")
-            at += 1
+            at = 1
         for i in range(count, len(items)):
             part = orjson.dumps(items[i])
             if i:
@@ -142,9 +141,11 @@ class BodyEncodeMemo:
         count = 0
         while count < limit:
             if old[count] is not items[count]:
-                begin = ends[count - 1] + 1 if count else slot.start + 1
+                begin = ends[count - 1] + 1 if count else 1
                 part = orjson.dumps(items[count])
-                if len(part) != ends[count] - begin or not data.startswith(part, begin):
+                if len(part) != ends[count] - begin or not data.startswith(
+                    part, slot.start + begin
+                ):
                     break
             count += 1
         return count
