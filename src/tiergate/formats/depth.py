@@ -28,10 +28,8 @@ FREE_FORM_KEYS = frozenset(
 FALLBACK_SEGMENTS = 4
 
 
-def too_deep(body: Any, limit: int = MAX_DEPTH, known: frozenset[int] = frozenset()) -> bool:
-    """True when some object or array sits more than `limit` levels deep. `known`:
-    ids of containers already checked at the same place in an earlier body (the
-    message memo's shared prefix), not walked again."""
+def too_deep(body: Any, limit: int = MAX_DEPTH) -> bool:
+    """True when some object or array sits more than `limit` levels deep."""
     level = [body] if isinstance(body, dict | list) else []
     depth = 1
     while level:
@@ -40,7 +38,7 @@ def too_deep(body: Any, limit: int = MAX_DEPTH, known: frozenset[int] = frozense
         below: list[Any] = []
         for node in level:
             for child in node.values() if type(node) is dict else node:
-                if (type(child) is dict or type(child) is list) and id(child) not in known:
+                if type(child) is dict or type(child) is list:
                     below.append(child)
         level = below
         depth += 1
@@ -74,11 +72,9 @@ def field_name(path: list[str | int]) -> str:
     return out or "body"
 
 
-def depth_error(
-    body: Any, limit: int = MAX_DEPTH, known: frozenset[int] = frozenset()
-) -> str | None:
+def depth_error(body: Any, limit: int = MAX_DEPTH) -> str | None:
     """The 400 message for a body nested deeper than `limit`, or None."""
-    if not too_deep(body, limit, known):
+    if not too_deep(body, limit):
         return None
     path = deep_path(body, limit) or []
     return f"{field_name(path)} nested deeper than {limit} levels"

@@ -11,8 +11,10 @@ previous parse is exact. Equality is Python's own dict comparison (C, memcmp on
 strings), so a slot that belongs to another conversation only costs a compare.
 
 Each slot is keyed by the inbound format and a cheap signature of the first two
-messages; it holds the raw message dicts of the conversation's last request and,
-per message, the system parts and messages parsing it appended. Bounded by slot
+messages; it holds the raw message dicts of the conversation's last request, the
+system parts and messages parsing them appended, and after each raw message how
+many of each it had, so a match costs a list compare in C and two slices, not a
+Python loop over the history (which grew with the session). Bounded by slot
 count, by the bytes of the bodies held, and by idle time (core.idle_lru's
 reasoning: sessions end without telling the gateway). Not thread-safe (one
 event loop per process). Pure: no I/O.
@@ -36,8 +38,9 @@ DEFAULT_IDLE_SECONDS = 600.0
 #: Characters of the first messages' text the signature reads.
 SIGNATURE_CHARS = 256
 
-#: What parsing one raw message appended: system prompt parts, conversation messages.
-Effect = tuple[tuple[TextPart, ...], tuple[Message, ...]]
+#: After each raw message: how many system parts and conversation messages the
+#: messages up to it had appended (so any prefix's parse is two slices).
+Mark = tuple[int, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +50,7 @@ class Reuse:
     count: int
     system: list[TextPart]
     messages: list[Message]
-    effects: list[Effect]
+    marks: list[Mark]
 
     def upto(self, count: int) -> Reuse | None:
         """The same reuse cut to its first `count` raw messages (None for 0), for a
@@ -56,13 +59,22 @@ class Reuse:
             return None
         if count >= self.count:
             return self
-        return _reuse(count, self.effects[:count])
+        return _cut(count, self.system, self.messages, self.marks)
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What parsing a body's raw messages appended, for `MessageMemo.store`."""
+
+    system: list[TextPart]
+    messages: list[Message]
+    marks: list[Mark]
 
 
 @dataclass(slots=True)
 class _Slot:
     raws: list[Any]
-    effects: list[Effect]
+    parsed: Parsed
     size: int
     used: float
 
@@ -89,13 +101,25 @@ def signature(raws: Sequence[Any]) -> Hashable:
     return tuple(_head(m) for m in raws[:2])
 
 
-def _reuse(count: int, effects: list[Effect]) -> Reuse:
-    system: list[TextPart] = []
-    messages: list[Message] = []
-    for parts, msgs in effects:
-        system.extend(parts)
-        messages.extend(msgs)
-    return Reuse(count, system, messages, effects)
+def _cut(count: int, system: list[TextPart], messages: list[Message], marks: list[Mark]) -> Reuse:
+    """The first `count` raw messages' share of a parse: slices, no loop in Python."""
+    n_system, n_messages = marks[count - 1]
+    return Reuse(count, system[:n_system], messages[:n_messages], marks[:count])
+
+
+def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
+    """How many leading items of `old` and `new` (at most `limit`) are equal, by list
+    comparison in C (identity first, then ==), bisecting on slices when not all are."""
+    if old[:limit] == new[:limit]:
+        return limit
+    lo, hi = 0, limit - 1  # old[:lo] == new[:lo]; they differ before limit
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[lo:mid] == new[lo:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 class MessageMemo:
@@ -133,16 +157,13 @@ class MessageMemo:
         slot = self._slots.get((fmt, signature(raws)))
         if slot is None or self._clock() - slot.used > self.idle_seconds:
             return None
-        old = slot.raws
-        count = 0
-        limit = min(len(old), len(raws) - 1)
-        while count < limit and (old[count] is raws[count] or old[count] == raws[count]):
-            count += 1
+        count = shared_prefix(slot.raws, raws, min(len(slot.raws), len(raws) - 1))
         if count == 0:
             return None
-        return _reuse(count, slot.effects[:count])
+        p = slot.parsed
+        return _cut(count, p.system, p.messages, p.marks)
 
-    def store(self, fmt: str, raws: list[Any], effects: list[Effect], size: int) -> None:
+    def store(self, fmt: str, raws: list[Any], parsed: Parsed, size: int) -> None:
         """Remember a successful parse of `raws` (`size`: the body's bytes, for the
         bound); evicts idle slots, then the least recently used over either bound."""
         if size > self.max_bytes:
@@ -152,7 +173,7 @@ class MessageMemo:
         old = self._slots.pop(key, None)
         if old is not None:
             self._bytes -= old.size
-        self._slots[key] = _Slot(raws, effects, size, now)
+        self._slots[key] = _Slot(raws, parsed, size, now)
         self._bytes += size
         cutoff = now - self.idle_seconds
         while self._slots:
@@ -181,21 +202,23 @@ def parse_messages(
     system: list[TextPart],
     messages: list[Message],
     field: str = "messages",
-) -> list[Effect]:
-    """Fill `system` and `messages` from `reuse` (the memo's match for the shared
+) -> Parsed | None:
+    """Append to `system` and `messages` from `reuse` (the memo's match for the shared
     prefix, or None), then parse the rest with the codec's `parse_one` (errors name
-    `field[i]`); returns each raw message's effect, for `memo.store` once the whole
-    body parsed (empty without a memo)."""
-    effects: list[Effect] = []
+    `field[i]`); returns what the raw messages appended, for `memo.store` once the
+    whole body parsed (None without a memo). Reused messages cost slices, not a loop."""
+    s_base, m_base = len(system), len(messages)
+    marks: list[Mark] = []
     start = 0
     if reuse is not None:
         system.extend(reuse.system)
         messages.extend(reuse.messages)
-        effects.extend(reuse.effects)
+        marks.extend(reuse.marks)
         start = reuse.count
     for i in range(start, len(raws)):
-        s0, m0 = len(system), len(messages)
         parse_one(raws[i], f"{field}[{i}]", system, messages)
         if memo is not None:
-            effects.append((tuple(system[s0:]), tuple(messages[m0:])))
-    return effects
+            marks.append((len(system) - s_base, len(messages) - m_base))
+    if memo is None:
+        return None
+    return Parsed(system[s_base:], messages[m_base:], marks)

@@ -16,7 +16,7 @@ from starlette.requests import Request
 
 from tiergate.core.model import ChatRequest
 from tiergate.formats.body_decode import BodyDecodeMemo
-from tiergate.formats.depth import depth_error
+from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway.errors import GatewayError
@@ -53,24 +53,28 @@ async def read_body(
     return body, size
 
 
-def check_depth(body: dict[str, Any], known: frozenset[int] = frozenset()) -> None:
+def check_depth(body: dict[str, Any]) -> None:
     """400 for a body nested deeper than re-encoding allows (formats/depth.py)."""
-    if (too_deep := depth_error(body, known=known)) is not None:
+    if (too_deep := depth_error(body)) is not None:
         raise GatewayError(400, too_deep, "invalid_request")
 
 
 def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo) -> ChatRequest:
     """The body as a neutral request, its depth checked first. Formats with a
-    memo reuse the conversation's previous parse for the messages it shares,
-    and those messages' depth is not walked again."""
+    memo reuse the conversation's previous parse for the messages it shares;
+    those passed this depth check when first parsed, so only the rest is walked
+    (a walk over the whole history grew with the session)."""
     reuse = None
     raws = body.get(fmt.memo_field)
     if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
         reuse = memo.match(fmt.memo_key, raws)
-    known: frozenset[int] = frozenset()
-    if reuse is not None and type(raws) is list:
-        known = frozenset(map(id, raws[: reuse.count]))
-    check_depth(body, known)
+    if reuse is None or type(raws) is not list:
+        check_depth(body)
+    else:
+        fresh = {k: v for k, v in body.items() if k != fmt.memo_field}
+        fresh[fmt.memo_field] = raws[reuse.count :]
+        if too_deep(fresh):  # the whole body is walked again, to name the field
+            check_depth(body)
     try:
         if fmt.parse_reusing is not None:
             return fmt.parse_reusing(body, memo, size, reuse)

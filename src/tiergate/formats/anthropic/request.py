@@ -91,7 +91,7 @@ def parse_request(
     messages: list[Message] = []
     if reuse is None and memo is not None:
         reuse = memo.match(MEMO_FORMAT, raw_messages)
-    effects = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
+    parsed = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
     if not messages:
         raise FormatError("at least one user or assistant message is required", "messages")
     messages = _apply_clear_at(messages)
@@ -129,8 +129,8 @@ def parse_request(
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="anthropic",
     )
-    if memo is not None:  # only a body that parsed whole is remembered
-        memo.store(MEMO_FORMAT, raw_messages, effects, size)
+    if memo is not None and parsed is not None:  # only a body that parsed whole
+        memo.store(MEMO_FORMAT, raw_messages, parsed, size)
     return req
 
 

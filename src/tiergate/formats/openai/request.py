@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import re
+from collections.abc import Callable
 from typing import Any
 
 from tiergate.core.model import (
@@ -29,6 +30,7 @@ from tiergate.formats import (
 )
 from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages
+from tiergate.formats.render_memo import HistoryMemo
 
 #: The memo slot namespace of this codec's parses.
 MEMO_FORMAT = "openai"
@@ -90,7 +92,7 @@ def parse_request(
     messages: list[Message] = []
     if reuse is None and memo is not None:
         reuse = memo.match(MEMO_FORMAT, raw_messages)
-    effects = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
+    parsed = parse_messages(raw_messages, memo, reuse, _parse_message, system, messages)
 
     # Both are checked: a malformed max_tokens is refused even when the newer
     # max_completion_tokens (which wins) is present.
@@ -129,8 +131,8 @@ def parse_request(
         extra={k: v for k, v in body.items() if k not in _NAMED},
         source_format="openai",
     )
-    if memo is not None:  # only a body that parsed whole is remembered
-        memo.store(MEMO_FORMAT, raw_messages, effects, size)
+    if memo is not None and parsed is not None:  # only a body that parsed whole
+        memo.store(MEMO_FORMAT, raw_messages, parsed, size)
     return req
 
 
@@ -322,11 +324,7 @@ def render_request(
     messages: list[dict[str, Any]] = [
         {"role": "system", "content": p.text} for p in req.system if p.text
     ]
-    messages.extend(
-        _rendered(m, deepseek)
-        for m in req.messages
-        if m.role != "system" or m.text()  # an emptied (cleared) system message goes
-    )
+    messages.extend(_history.render(req.messages, deepseek, _one_renderer(deepseek)))
     body: dict[str, Any] = {"model": upstream_model, "messages": messages}
     tools = [t for t in req.tools if t.native is None]  # provider-defined tools: dropped
     if tools:
@@ -392,6 +390,19 @@ def _chars(out: dict[str, Any]) -> int:
         n = sum(len(str(p.get("text") or p.get("image_url") or "")) for p in content or ())
     calls = sum(len(c["function"]["arguments"]) for c in out.get("tool_calls") or ())
     return n + calls + RENDER_ENTRY_OVERHEAD
+
+
+#: each conversation's rendered history, for its next turn (formats/render_memo.py)
+_history: HistoryMemo[dict[str, Any]] = HistoryMemo()
+
+
+def _one_renderer(deepseek: bool) -> Callable[[Message], dict[str, Any] | None]:
+    def render(m: Message) -> dict[str, Any] | None:
+        if m.role == "system" and not m.text():  # an emptied (cleared) system message goes
+            return None
+        return _rendered(m, deepseek)
+
+    return render
 
 
 def _rendered(m: Message, deepseek: bool) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import Effect, MessageMemo, Reuse, parse_messages
+from tiergate.formats.message_memo import MessageMemo, Parsed, Reuse, parse_messages
 from tiergate.formats.openai.request import image_from_url
 from tiergate.formats.responses.items import decode_reasoning
 from tiergate.formats.responses.tools import call_from_item, parse_tool_choice, parse_tools
@@ -75,7 +75,7 @@ def parse_request(
 
     system = _instructions(body.get("instructions"))
     messages: list[Message] = []
-    remember: tuple[list[Any], list[Effect]] | None = None
+    remember: tuple[list[Any], Parsed] | None = None
     raw_input = body.get("input")
     if isinstance(raw_input, str):
         messages.append(Message("user", [TextPart(raw_input)]))
@@ -85,9 +85,9 @@ def parse_request(
             reuse = memo.match(MEMO_FORMAT, items)
         if reuse is not None:
             reuse = reuse.upto(reusable_count(items, reuse.count))
-        effects = parse_messages(items, memo, reuse, _parse_item, system, messages, field="input")
-        if memo is not None:
-            remember = (items, effects)
+        parsed = parse_messages(items, memo, reuse, _parse_item, system, messages, field="input")
+        if parsed is not None:
+            remember = (items, parsed)
     if not messages:
         raise FormatError("input has no message for the model to answer", "input")
 
