@@ -13,8 +13,10 @@ a fixed cost per entry; oldest entries go first. Purely a cache. No I/O.
 from __future__ import annotations
 
 import contextlib
+import operator
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -70,3 +72,64 @@ class IdentityMemo(Generic[T]):
     def clear(self) -> None:
         self._entries.clear()
         self._chars = 0
+
+
+#: Conversations whose rendered message list HistoryMemo keeps.
+HISTORY_SLOTS = 128
+
+
+class HistoryMemo(Generic[T]):
+    """A conversation's rendered message list, its shared prefix reused as a slice.
+
+    Why: with IdentityMemo each message renders once, but the render still called
+    it for every message of the history, every turn: a Python loop that grew with
+    the session (issue #30). The message memo hands the next turn the *same*
+    Message objects, so the longest prefix of identical sources (found by a
+    comparison in C) has exactly the renderings of the last list's. Slots are
+    keyed by the list's first message and a variant, at most HISTORY_SLOTS, least
+    recently used first out. Results are shared: read-only."""
+
+    __slots__ = ("_slots", "limit")
+
+    def __init__(self, limit: int = HISTORY_SLOTS) -> None:
+        self.limit = limit
+        #: (id of the first source, variant) -> (sources, renderings, renderings after each)
+        self._slots: OrderedDict[tuple[int, Hashable], tuple[list[Any], list[T], list[int]]] = (
+            OrderedDict()
+        )
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    def render(
+        self, sources: list[Any], variant: Hashable, render_one: Callable[[Any], T | None]
+    ) -> list[T]:
+        """`[r for s in sources if (r := render_one(s)) is not None]`, reusing the
+        previous list's renderings for the sources it shares by identity."""
+        if not sources:
+            return []
+        key = (id(sources[0]), variant)
+        slot = self._slots.pop(key, None)
+        count = 0
+        out: list[T] = []
+        marks: list[int] = []
+        if slot is not None and slot[0][0] is sources[0]:
+            old, rendered, old_marks = slot
+            limit = min(len(old), len(sources))
+            same = list(map(operator.is_, old[:limit], sources[:limit]))
+            count = same.index(False) if False in same else limit
+            if count:
+                out = rendered[: old_marks[count - 1]]
+                marks = old_marks[:count]
+        for source in sources[count:]:
+            item = render_one(source)
+            if item is not None:
+                out.append(item)
+            marks.append(len(out))
+        self._slots[key] = (list(sources), out, marks)
+        while len(self._slots) > self.limit:
+            self._slots.popitem(last=False)
+        return list(out)
+
+    def clear(self) -> None:
+        self._slots.clear()
