@@ -89,6 +89,18 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
+def _shared_elements(raw: bytes, slot: _Slot) -> int:
+    """How many of the slot's elements `raw` repeats byte for byte from its start.
+    The last few boundaries are tried first, one memcmp each: an agent appends
+    (all shared) or edits its latest messages (all but one or two)."""
+    view = memoryview(slot.data)
+    ends = slot.ends
+    for count in range(len(ends), max(len(ends) - CONTINUATION_SLACK, 1) - 1, -1):
+        if raw.startswith(view[: ends[count - 1]]):
+            return count
+    return bisect_right(ends, common_prefix(raw, slot.data))
+
+
 def scan_elements(raw: bytes, pos: int) -> tuple[list[int], int] | None:
     """From `pos`, inside an array and outside any string: the offset just past each
     container element that follows, and the offset of the array's `]` (None if
@@ -219,7 +231,7 @@ class BodyDecodeMemo:
         for slot in group:
             if now - slot.used > self.idle_seconds:
                 continue
-            count = bisect_right(slot.ends, common_prefix(raw, slot.data))
+            count = _shared_elements(raw, slot)
             if count and (best is None or count > best[1]):
                 best = (slot, count)
                 if count == len(slot.ends):

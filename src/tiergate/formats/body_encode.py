@@ -19,6 +19,7 @@ process). Pure: no I/O.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -136,17 +137,19 @@ class BodyEncodeMemo:
         1, 1.0 and True are equal and encode differently)."""
         if slot is None or self._clock() - slot.used > self.idle_seconds:
             return 0
-        old, data, ends = slot.items, slot.data, slot.ends
-        limit = min(len(old), len(items))
+        data, ends = slot.data, slot.ends
+        limit = min(len(slot.items), len(items))
+        same = list(map(operator.is_, slot.items[:limit], items[:limit]))  # a loop in C
         count = 0
         while count < limit:
-            if old[count] is not items[count]:
-                begin = ends[count - 1] + 1 if count else 1
-                part = orjson.dumps(items[count])
-                if len(part) != ends[count] - begin or not data.startswith(
-                    part, slot.start + begin
-                ):
-                    break
+            try:
+                count = same.index(False, count)
+            except ValueError:
+                return limit
+            begin = ends[count - 1] + 1 if count else 1
+            part = orjson.dumps(items[count])
+            if len(part) != ends[count] - begin or not data.startswith(part, slot.start + begin):
+                return count
             count += 1
         return count
 
