@@ -1,0 +1,250 @@
+"""Does a session's turn cost more at turn 200 than at turn 2? In-process CPU, side by side.
+
+    .venv/bin/python bench/bench_session_cpu.py [--turns 200] [--sessions 3]
+        [--variant agent] [--state redis] [--format openai,anthropic]
+
+Why: agents resend the whole history every turn, so whatever the gateway does
+per byte or per message of the body is paid again each turn (issue #30's bar:
+turn 200 within 20 % of turn 2). This sends whole sessions, turn 1 to N in
+order on one session id, through the gateway's ASGI app in this process (as
+bench/profile_request.py: no inbound sockets; its upstream client talks to a
+real simulator process) and reads the process CPU of every request
+(`time.process_time`, nanosecond clock: one request is one reading, so no 10 ms
+ticks blur it). Each session grows like bench_parse_memo.py's: a task, then per
+turn an assistant tool call and a `--tool-kb` KB tool result.
+
+Side by side, sessions alternating in the same run and process:
+  memos      the gateway as shipped: message, render, body decode and encode memos
+  no-body    the body decode and encode memos off (formats/body_decode.py,
+             formats/body_encode.py): the gateway before them
+  none       every memo this process can turn off, off (the message memo too)
+Reported per window of 10 turns: the median CPU per request (us) and, last,
+the ratio of the final window to turns 2-11.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import cProfile
+import logging
+import os
+import pstats
+import statistics
+import sys
+import tempfile
+import time
+import types
+import uuid
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+import bench_parse_memo
+import common
+
+MODES = ("memos", "no-body", "none")
+PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
+
+
+def _set_mode(gateway: Any, mode: str, saved: dict[str, Any]) -> None:
+    """Turn the memos on or off on the running gateway's own instances."""
+    if not saved:
+        saved["min_bytes"] = gateway.body_memo.min_bytes
+        saved["max_bytes"] = gateway.message_memo.max_bytes
+        saved["encoders"] = {id(p): p.http.encoder for p in gateway.providers.values()}
+    body_off = mode != "memos"
+    gateway.body_memo.min_bytes = 1 << 62 if body_off else saved["min_bytes"]
+    gateway.body_memo.clear()
+    gateway.message_memo.max_bytes = -1 if mode == "none" else saved["max_bytes"]
+    gateway.message_memo.clear()
+    for p in gateway.providers.values():
+        plain = types.SimpleNamespace(dumps=orjson.dumps)
+        p.http.encoder = plain if body_off else saved["encoders"][id(p)]
+        if not body_off:
+            p.http.encoder.clear()
+
+
+async def _send(app: Any, path: str, body: bytes, session: str) -> int:
+    headers = [
+        (b"host", b"127.0.0.1"),
+        (b"content-type", b"application/json"),
+        (b"authorization", f"Bearer {common.TOKEN}".encode()),
+        (b"content-length", str(len(body)).encode()),
+        (b"anthropic-version", b"2023-06-01"),
+        (b"x-orcarouter-session-id", session.encode()),
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 5000),
+        "server": ("127.0.0.1", 4000),
+    }
+    sent = False
+    never = asyncio.Event()
+    status = 0
+
+    async def receive() -> dict[str, Any]:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await never.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        nonlocal status
+        if message["type"] == "http.response.start":
+            status = message["status"]
+
+    await app(scope, receive, send)
+    await asyncio.sleep(0)  # the deferred commit runs, as while a client reads the reply
+    return status
+
+
+def session(fmt: str, turns: int, tool_kb: float, model: str) -> list[bytes]:
+    out = []
+    for raw in bench_parse_memo.bodies(fmt, turns, int(tool_kb * 1024)):
+        body = orjson.loads(raw)
+        body["model"] = model
+        body.setdefault("max_tokens", 64)
+        out.append(orjson.dumps(body))
+    return out
+
+
+async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
+    from tiergate.app import create_app
+    from tiergate.config import parse_config
+    from tiergate.logs import setup_logging
+
+    prefix = common.new_prefix("sessioncpu")
+    cfg = parse_config(
+        common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix), env={}
+    )
+    setup_logging("INFO")
+    for handler in logging.getLogger().handlers:  # written as when served, not shown
+        if isinstance(handler, logging.StreamHandler):
+            handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
+    app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
+    life, inbox = await _lifespan(app)
+    gateway = app.state.tiergate.gateway
+    model = common.MODELS[args.variant]
+    cpu: dict[tuple[str, str], list[list[float]]] = {}
+    saved: dict[str, Any] = {}
+    profile = cProfile.Profile() if args.profile else None
+    bad = 0
+    try:
+        for fmt in args.format.split(","):
+            bodies = session(fmt, args.turns, args.tool_kb, model)
+            for rep in range(args.sessions):
+                for mode in MODES:  # alternating, so each mode sees the same machine
+                    _set_mode(gateway, mode, saved)
+                    sid = f"{prefix}-{fmt}-{mode}-{rep}-{uuid.uuid4().hex[:6]}"
+                    row = []
+                    for turn, body in enumerate(bodies, start=1):
+                        watched = profile is not None and mode == "memos"
+                        watched = watched and turn > args.turns - args.profile
+                        if watched:
+                            assert profile is not None
+                            profile.enable()
+                        t0 = time.process_time()
+                        status = await _send(app, PATHS[fmt], body, sid)
+                        row.append((time.process_time() - t0) * 1e6)
+                        if watched:
+                            assert profile is not None
+                            profile.disable()
+                        bad += status != 200
+                    cpu.setdefault((fmt, mode), []).append(row)
+                    print(f"  {fmt} {mode} session {rep + 1} done", file=sys.stderr)
+        _set_mode(gateway, "memos", saved)
+        await gateway.drain()
+    finally:
+        await inbox.put({"type": "lifespan.shutdown"})
+        await life
+        if args.state == "redis":
+            common.redis_cleanup(prefix)
+    if profile is not None:
+        print(f"\ncProfile of the last {args.profile} turns of each memos session:")
+        pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(30)
+    return {"cpu": cpu, "non_200": bad, "sizes": {f: _sizes(f, args) for f in PATHS}}
+
+
+def _sizes(fmt: str, args: argparse.Namespace) -> list[int]:
+    return [len(b) for b in bench_parse_memo.bodies(fmt, args.turns, int(args.tool_kb * 1024))]
+
+
+async def _lifespan(app: Any) -> tuple[asyncio.Task[None], asyncio.Queue[Any]]:
+    inbox: asyncio.Queue[Any] = asyncio.Queue()
+    outbox: asyncio.Queue[Any] = asyncio.Queue()
+    await inbox.put({"type": "lifespan.startup"})
+    task = asyncio.ensure_future(app({"type": "lifespan"}, inbox.get, outbox.put))
+    msg = await outbox.get()
+    if msg["type"] != "lifespan.startup.complete":
+        raise RuntimeError(f"startup failed: {msg}")
+    return task, inbox
+
+
+def windows(turns: int) -> list[tuple[int, int]]:
+    """10-turn windows (1-based, inclusive) at the start, quarter, half and end."""
+    starts = sorted({2, turns // 4, turns // 2, turns - 9})
+    return [(s, min(s + 9, turns)) for s in starts if s >= 2]
+
+
+def report(res: dict[str, Any], args: argparse.Namespace) -> None:
+    wins = windows(args.turns)
+    print(
+        f"\nin-process CPU per request (us), median over {args.sessions} sessions x 10 turns;"
+        f" variant {args.variant}, state {args.state}, {args.tool_kb:g} KB tool results"
+    )
+    head = " | ".join(f"turns {a}-{b}" for a, b in wins)
+    print(f"| format | mode | {head} | last / first |")
+    print("|---" * (len(wins) + 3) + "|")
+    for (fmt, mode), rows in res["cpu"].items():
+        sizes = res["sizes"][fmt]
+        cells = []
+        medians = []
+        for a, b in wins:
+            med = statistics.median(v for row in rows for v in row[a - 1 : b])
+            medians.append(med)
+            cells.append(f"{med:,.0f} ({sizes[b - 1] / 1024:,.0f} KB)")
+        print(f"| {fmt} | {mode} | " + " | ".join(cells) + f" | {medians[-1] / medians[0]:.2f} |")
+    if res["non_200"]:
+        print(f"\nnon-200 replies: {res['non_200']}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--turns", type=int, default=200, help="session length")
+    p.add_argument("--sessions", type=int, default=3, help="sessions per format and mode")
+    p.add_argument("--tool-kb", type=float, default=2.0, help="KB per tool result")
+    p.add_argument("--variant", default="agent", choices=sorted(common.VARIANT_HELP))
+    p.add_argument("--state", default="redis", choices=["memory", "redis"])
+    p.add_argument("--format", default="openai,anthropic", help="comma list of openai,anthropic")
+    p.add_argument(
+        "--profile", type=int, default=0, help="cProfile this many last turns (memos mode)"
+    )
+    args = p.parse_args(argv)
+    if args.turns < 12:
+        p.error("--turns must be at least 12 (10-turn windows)")
+    sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
+    try:
+        import uvloop
+
+        res = uvloop.run(run(args, sim.url))
+    finally:
+        sim.stop()
+    report(res, args)
+    return 1 if res["non_200"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
