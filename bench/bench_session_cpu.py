@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/bench_session_cpu.py [--turns 200] [--sessions 3]
         [--variant agent] [--state redis] [--format openai,anthropic]
+        [--upstream openai|anthropic]
 
 Why: agents resend the whole history every turn, so whatever the gateway does
 per byte or per message of the body is paid again each turn (issue #30's bar:
@@ -127,9 +128,10 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.logs import setup_logging
 
     prefix = common.new_prefix("sessioncpu")
-    cfg = parse_config(
-        common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix), env={}
-    )
+    raw = common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix)
+    if args.upstream == "anthropic":  # the same models, served on the Messages API
+        raw["channels"][0].update(type="anthropic", base_url=sim_url)
+    cfg = parse_config(raw, env={})
     setup_logging("INFO")
     for handler in logging.getLogger().handlers:  # written as when served, not shown
         if isinstance(handler, logging.StreamHandler):
@@ -203,7 +205,8 @@ def report(res: dict[str, Any], args: argparse.Namespace) -> None:
     wins = windows(args.turns)
     print(
         f"\nin-process CPU per request (us), median over {args.sessions} sessions x 10 turns;"
-        f" variant {args.variant}, state {args.state}, {args.tool_kb:g} KB tool results"
+        f" variant {args.variant}, state {args.state}, {args.upstream} upstream,"
+        f" {args.tool_kb:g} KB tool results"
     )
     head = " | ".join(f"turns {a}-{b}" for a, b in wins)
     print(f"| format | mode | {head} | last / first |")
@@ -229,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", default="agent", choices=sorted(common.VARIANT_HELP))
     p.add_argument("--state", default="redis", choices=["memory", "redis"])
     p.add_argument("--format", default="openai,anthropic", help="comma list of openai,anthropic")
+    p.add_argument(
+        "--upstream", default="openai", choices=["openai", "anthropic"], help="upstream API"
+    )
     p.add_argument(
         "--profile", type=int, default=0, help="cProfile this many last turns (memos mode)"
     )

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memo_support import conversations
-from tiergate.formats.body_encode import MIN_ELEMENTS, BodyEncodeMemo
+from tiergate.formats.body_encode import MAX_REENCODED, MIN_ELEMENTS, BodyEncodeMemo
 
 _scalar = st.one_of(
     st.integers(-3, 3), st.sampled_from([1.0, 0.5, True, False, None]), st.text(max_size=6)
@@ -58,14 +58,17 @@ def test_equal_but_differently_encoded_elements_are_not_reused() -> None:
 def test_a_growing_conversation_reuses_the_encoded_history() -> None:
     memo = BodyEncodeMemo()
     messages: list[dict[str, Any]] = [{"role": "system", "content": "s" * 100}]
-    for turn in range(20):
-        messages.append({"role": "tool", "content": f"result {turn}"})
-        # the system message rendered afresh every turn, the history every other turn
-        fresh = [dict(m) for m in messages] if turn % 2 else [dict(messages[0]), *messages[1:]]
-        body = {"model": "m", "messages": fresh}
+    for _ in range(20):
+        messages.append({"role": "tool", "content": f"result {len(messages)}"})
+        body = {"model": "m", "messages": [dict(messages[0]), *messages[1:]]}  # system afresh
+        stored = len(memo)
         assert memo.dumps(body) == orjson.dumps(body)
-        assert memo.reused == (len(messages) - 1 if len(messages) > MIN_ELEMENTS else 0)
+        assert memo.reused == (len(messages) - 1 if stored else 0)
     assert len(memo) == 1 and memo.bytes_held == len(orjson.dumps(body))
+    # every message rendered afresh: a few compared by their bytes, no more
+    body = {"model": "m", "messages": [dict(m) for m in messages]}
+    assert memo.dumps(body) == orjson.dumps(body)
+    assert memo.reused == MAX_REENCODED
 
 
 def test_other_bodies_are_plain_orjson() -> None:

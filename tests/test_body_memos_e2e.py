@@ -113,6 +113,8 @@ def test_upstream_bodies_are_identical_with_and_without_the_memos() -> None:
                 if name == "memo":  # the memos were in play, not bypassed
                     assert len(app.gateway.body_memo) >= 2
                     assert app.gateway.body_memo.bytes_held > 0
+                    encoder = app.gateway.providers["anthropic"].http.encoder
+                    assert encoder.reused >= 12  # the last Anthropic body's history, reused
     assert len(seen["memo"]) == len(seen["plain"]) == 24
     for with_memo, without in zip(seen["memo"], seen["plain"], strict=True):
         assert with_memo == without

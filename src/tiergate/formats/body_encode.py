@@ -32,6 +32,11 @@ from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
 MIN_ELEMENTS = 8
+#: Elements not the same object that are still compared by their encoding (a
+#: system message rendered afresh each turn); past these the rest is encoded
+#: whole, so an upstream whose messages are all rebuilt each turn costs what it
+#: did without the memo.
+MAX_REENCODED = 4
 #: The fields upstream bodies grow a conversation in: chat completions and
 #: Anthropic `messages`, Gemini `contents`.
 FIELDS = ("messages", "contents")
@@ -141,7 +146,7 @@ class BodyEncodeMemo:
         limit = min(len(slot.items), len(items))
         same = list(map(operator.is_, slot.items[:limit], items[:limit]))  # a loop in C
         count = 0
-        while count < limit:
+        for _ in range(MAX_REENCODED):
             try:
                 count = same.index(False, count)
             except ValueError:
@@ -151,7 +156,7 @@ class BodyEncodeMemo:
             if len(part) != ends[count] - begin or not data.startswith(part, slot.start + begin):
                 return count
             count += 1
-        return count
+        return count  # more rendered afresh than a system prompt's: encode the rest whole
 
     def _store(self, key: Hashable, slot: _Slot) -> None:
         self._slots[key] = slot

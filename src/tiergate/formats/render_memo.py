@@ -133,3 +133,44 @@ class HistoryMemo(Generic[T]):
 
     def clear(self) -> None:
         self._slots.clear()
+
+
+#: Messages MessageWrappers keeps (pointers only: their parts are held elsewhere).
+WRAPPER_SLOTS = 16384
+
+
+class MessageWrappers:
+    """`{"role": role, "content": blocks}`, the same dict again for the same blocks.
+
+    Why: a format that joins each message's remembered blocks into a fresh list
+    and dict every turn (Anthropic: tool results and the user text after them are
+    one message) hands the upstream encoder (formats/body_encode.py) a history in
+    which no message is the previous turn's object, so it has to encode all of
+    it again. Remembered by the identities of the blocks, in order; an entry
+    keeps its blocks, so an id is not reused while remembered. Least recently
+    stored first out. Results are shared: read-only (copy before editing)."""
+
+    __slots__ = ("_entries", "limit")
+
+    def __init__(self, limit: int = WRAPPER_SLOTS) -> None:
+        self.limit = limit
+        self._entries: OrderedDict[tuple[Any, ...], tuple[list[Any], dict[str, Any]]] = (
+            OrderedDict()
+        )
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def wrap(self, role: str, blocks: list[Any]) -> dict[str, Any]:
+        key = (role, *map(id, blocks))
+        hit = self._entries.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], blocks)):
+            return hit[1]
+        message = {"role": role, "content": blocks}
+        self._entries[key] = (list(blocks), message)
+        if len(self._entries) > self.limit:
+            self._entries.popitem(last=False)
+        return message
+
+    def clear(self) -> None:
+        self._entries.clear()

@@ -32,13 +32,16 @@ from tiergate.formats.anthropic.request import (
     MIN_THINKING_BUDGET,
     THINKING_BLOCKS,
 )
-from tiergate.formats.render_memo import IdentityMemo
+from tiergate.formats.render_memo import IdentityMemo, MessageWrappers
 
 RENDER_MEMO_CHARS = 4 * 1024 * 1024
 """Characters of rendered messages remembered (formats/render_memo.py): the
 history the message memo reused renders once per conversation, not per turn."""
 
 _memo: IdentityMemo[object] = IdentityMemo(RENDER_MEMO_CHARS)
+#: the same message dicts for the same remembered blocks, so the upstream encoder
+#: finds last turn's messages in this one (formats/body_encode.py)
+_wrappers = MessageWrappers()
 
 
 def _message_chars(m: Message) -> int:
@@ -136,7 +139,7 @@ def _render_messages(
             blocks = results + folded + user
             results, folded = [], []
             if blocks:
-                out.append({"role": "user", "content": blocks})
+                out.append(_wrappers.wrap("user", blocks))
         elif m.role == "system" and system_in_place:
             _flush_user(out, results, folded)
             results = []
@@ -154,7 +157,7 @@ def _render_messages(
             results, folded = [], []
             blocks = _rendered(m, "assistant", raw)
             if blocks:
-                out.append({"role": "assistant", "content": blocks})
+                out.append(_wrappers.wrap("assistant", blocks))
     _flush_user(out, results, folded)
     return out
 
@@ -181,9 +184,9 @@ def _flush_user(
 ) -> None:
     """Emit pending tool results (and folded system text) before a non-user message."""
     if results:
-        out.append({"role": "user", "content": results + folded})
-    elif folded and out and out[-1]["role"] == "user":
-        out[-1]["content"].extend(folded)
+        out.append(_wrappers.wrap("user", results + folded))
+    elif folded and out and out[-1]["role"] == "user":  # a copy: out[-1] may be remembered
+        out[-1] = {**out[-1], "content": [*out[-1]["content"], *folded]}
     elif folded:
         out.append({"role": "user", "content": list(folded)})
 
