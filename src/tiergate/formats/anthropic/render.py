@@ -6,6 +6,10 @@ one direction.
 
 from __future__ import annotations
 
+import operator
+from bisect import bisect_right
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import (
@@ -117,6 +121,21 @@ def _image_block(p: ImagePart) -> dict[str, Any]:
     return {"type": "image", "source": source}
 
 
+@dataclass(slots=True)
+class _History:
+    """A conversation's last rendered history, resumable where nothing was pending."""
+
+    sources: list[Message]
+    out: list[dict[str, Any]]  #: before the final flush
+    clean: list[int]  #: source counts after which no tool result or folded text waited
+    lengths: list[int]  #: len(out) at each of them
+
+
+#: Conversations whose rendered history is kept (pointers only), least recent first out.
+HISTORY_SLOTS = 128
+_histories: OrderedDict[tuple[int, bool, bool], _History] = OrderedDict()
+
+
 def _render_messages(
     messages: list[Message], raw: bool, system_in_place: bool
 ) -> list[dict[str, Any]]:
@@ -127,11 +146,30 @@ def _render_messages(
     mid-conversation-system beta. Otherwise (earlier models have no system role
     in `messages`) it is folded, marked, into the next user message, after its
     tool results, or into the previous one when no user message follows.
+
+    The walk resumes from the conversation's previous render: its output up to
+    the last point inside the sources both share (the same Message objects, as
+    the message memo hands them over) where nothing was pending is exact, so a
+    turn renders its new messages only (issue #30: the walk over the whole
+    history was the Anthropic upstream's largest cost growing with the session).
     """
-    out: list[dict[str, Any]] = []
+    if not messages:
+        return []
+    key = (id(messages[0]), raw, system_in_place)
+    start, out, clean, lengths = 0, [], [], []
+    old = _histories.pop(key, None)
+    if old is not None and old.sources[0] is messages[0]:
+        limit = min(len(old.sources), len(messages))
+        same = list(map(operator.is_, old.sources[:limit], messages[:limit]))  # in C
+        j = bisect_right(old.clean, same.index(False) if False in same else limit)
+        if j:
+            start, out = old.clean[j - 1], old.out[: old.lengths[j - 1]]
+            clean, lengths = old.clean[:j], old.lengths[:j]
     results: list[dict[str, Any]] = []
     folded: list[dict[str, Any]] = []
-    for m in messages:
+    for i in range(start, len(messages)):
+        m = messages[i]
+        replaced = False
         if m.role == "tool":
             results.append(_rendered(m, "tool", raw))
         elif m.role == "user":
@@ -141,7 +179,7 @@ def _render_messages(
             if blocks:
                 out.append(_wrappers.wrap("user", blocks))
         elif m.role == "system" and system_in_place:
-            _flush_user(out, results, folded)
+            replaced = _flush_user(out, results, folded)
             results = []
             if raw and m.raw is not None:
                 out.append(m.raw)  # as sent: clear_at and output_config included
@@ -153,13 +191,24 @@ def _render_messages(
             if m.text():
                 folded.append({"type": "text", "text": folded_system_text(m)})
         else:
-            _flush_user(out, results, folded)
+            replaced = _flush_user(out, results, folded)
             results, folded = [], []
             blocks = _rendered(m, "assistant", raw)
             if blocks:
                 out.append(_wrappers.wrap("assistant", blocks))
-    _flush_user(out, results, folded)
-    return out
+        if replaced:  # a message rendered before a checkpoint changed: not resumable there
+            while lengths and lengths[-1] >= len(out) - 1:
+                clean.pop()
+                lengths.pop()
+        if not results and not folded:
+            clean.append(i + 1)
+            lengths.append(len(out))
+    _histories[key] = _History(list(messages), out, clean, lengths)
+    while len(_histories) > HISTORY_SLOTS:
+        _histories.popitem(last=False)
+    rendered = list(out)
+    _flush_user(rendered, results, folded)
+    return rendered
 
 
 def _rendered(m: Message, kind: str, raw: bool) -> Any:
@@ -181,14 +230,17 @@ def _rendered(m: Message, kind: str, raw: bool) -> Any:
 
 def _flush_user(
     out: list[dict[str, Any]], results: list[dict[str, Any]], folded: list[dict[str, Any]]
-) -> None:
-    """Emit pending tool results (and folded system text) before a non-user message."""
+) -> bool:
+    """Emit pending tool results (and folded system text) before a non-user message;
+    True when that replaced the last message already in `out`."""
     if results:
         out.append(_wrappers.wrap("user", results + folded))
     elif folded and out and out[-1]["role"] == "user":  # a copy: out[-1] may be remembered
         out[-1] = {**out[-1], "content": [*out[-1]["content"], *folded]}
+        return True
     elif folded:
         out.append({"role": "user", "content": list(folded)})
+    return False
 
 
 def _user_blocks(parts: list[Part], raw: bool) -> list[dict[str, Any]]:

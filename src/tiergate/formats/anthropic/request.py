@@ -4,6 +4,7 @@ Rendering an upstream's body is `render.py`; the constants both share live here.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import replace
 from typing import Any
 
@@ -232,12 +233,17 @@ def _parse_message(raw: Any, path: str, system: list[TextPart], out: list[Messag
         raise FormatError(f"unsupported role {role!r}", f"{path}.role")
 
 
+_role = operator.attrgetter("role")
+
+
 def _apply_clear_at(messages: list[Message]) -> list[Message]:
     """A system message with `clear_at: "next_user_message"` is shown to the model
     only until a later user message exists; upstreams that cannot be told so get
     it emptied (Anthropic upstreams still receive it as sent, in `raw`). The
     emptied message is a copy: the parsed one may be the message memo's, shared
     with a later request whose history differs after it."""
+    if "system" not in map(_role, messages):  # the usual case, checked in C
+        return messages
     later_user = False
     out = messages
     for i in range(len(messages) - 1, -1, -1):
