@@ -12,7 +12,8 @@ bench/profile_request.py: no inbound sockets; its upstream client talks to a
 real simulator process) and reads the process CPU of every request
 (`time.process_time`, nanosecond clock: one request is one reading, so no 10 ms
 ticks blur it). Each session grows like bench_parse_memo.py's: a task, then per
-turn an assistant tool call and a `--tool-kb` KB tool result.
+turn an assistant tool call and a `--tool-kb` KB tool result, the tool offered
+with every request.
 
 Side by side, sessions alternating in the same run and process:
   memos      the gateway as shipped: message, render, body decode and encode memos
@@ -112,12 +113,28 @@ async def _send(app: Any, path: str, body: bytes, session: str) -> int:
     return status
 
 
+def _tools(fmt: str) -> list[dict[str, Any]]:
+    """The tool an agent offers with every request (bench_parse_memo's sessions call it)."""
+    schema = {"type": "object", "properties": {"cmd": {"type": "string"}}}
+    about = "Run a shell command."
+    if fmt == "anthropic":
+        return [{"name": "bash", "description": about, "input_schema": schema}]
+    return [
+        {
+            "type": "function",
+            "function": {"name": "bash", "description": about, "parameters": schema},
+        }
+    ]
+
+
 def session(fmt: str, turns: int, tool_kb: float, model: str) -> list[bytes]:
+    """The turns' bodies, each with the agent's tools, as agents send them."""
     out = []
     for raw in bench_parse_memo.bodies(fmt, turns, int(tool_kb * 1024)):
         body = orjson.loads(raw)
         body["model"] = model
         body.setdefault("max_tokens", 64)
+        body["tools"] = _tools(fmt)
         out.append(orjson.dumps(body))
     return out
 
@@ -144,9 +161,11 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     saved: dict[str, Any] = {}
     profile = cProfile.Profile() if args.profile else None
     bad = 0
+    sizes: dict[str, list[int]] = {}
     try:
         for fmt in args.format.split(","):
             bodies = session(fmt, args.turns, args.tool_kb, model)
+            sizes[fmt] = [len(b) for b in bodies]
             for rep in range(args.sessions):
                 for mode in MODES:  # alternating, so each mode sees the same machine
                     _set_mode(gateway, mode, saved)
@@ -177,11 +196,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     if profile is not None:
         print(f"\ncProfile of the last {args.profile} turns of each memos session:")
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(30)
-    return {"cpu": cpu, "non_200": bad, "sizes": {f: _sizes(f, args) for f in PATHS}}
-
-
-def _sizes(fmt: str, args: argparse.Namespace) -> list[int]:
-    return [len(b) for b in bench_parse_memo.bodies(fmt, args.turns, int(args.tool_kb * 1024))]
+    return {"cpu": cpu, "non_200": bad, "sizes": sizes}
 
 
 async def _lifespan(app: Any) -> tuple[asyncio.Task[None], asyncio.Queue[Any]]:
