@@ -51,17 +51,21 @@ PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 
 
 def _set_mode(gateway: Any, mode: str, saved: dict[str, Any]) -> None:
-    """Turn the memos on or off on the running gateway's own instances."""
+    """Turn the memos on or off on the running gateway's own instances (a tree
+    from before a memo has none to turn: `--modes memos` measures it as it was)."""
+    body_memo = getattr(gateway, "body_memo", None)
+    providers = [p for p in gateway.providers.values() if hasattr(p.http, "encoder")]
     if not saved:
-        saved["min_bytes"] = gateway.body_memo.min_bytes
+        saved["min_bytes"] = body_memo.min_bytes if body_memo is not None else 0
         saved["max_bytes"] = gateway.message_memo.max_bytes
-        saved["encoders"] = {id(p): p.http.encoder for p in gateway.providers.values()}
+        saved["encoders"] = {id(p): p.http.encoder for p in providers}
     body_off = mode != "memos"
-    gateway.body_memo.min_bytes = 1 << 62 if body_off else saved["min_bytes"]
-    gateway.body_memo.clear()
+    if body_memo is not None:
+        body_memo.min_bytes = 1 << 62 if body_off else saved["min_bytes"]
+        body_memo.clear()
     gateway.message_memo.max_bytes = -1 if mode == "none" else saved["max_bytes"]
     gateway.message_memo.clear()
-    for p in gateway.providers.values():
+    for p in providers:
         plain = types.SimpleNamespace(dumps=orjson.dumps)
         p.http.encoder = plain if body_off else saved["encoders"][id(p)]
         if not body_off:
@@ -167,7 +171,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
             bodies = session(fmt, args.turns, args.tool_kb, model)
             sizes[fmt] = [len(b) for b in bodies]
             for rep in range(args.sessions):
-                for mode in MODES:  # alternating, so each mode sees the same machine
+                for mode in args.modes.split(","):  # alternating: each sees the same machine
                     _set_mode(gateway, mode, saved)
                     sid = f"{prefix}-{fmt}-{mode}-{rep}-{uuid.uuid4().hex[:6]}"
                     row = []
@@ -247,6 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", default="agent", choices=sorted(common.VARIANT_HELP))
     p.add_argument("--state", default="redis", choices=["memory", "redis"])
     p.add_argument("--format", default="openai,anthropic", help="comma list of openai,anthropic")
+    p.add_argument("--modes", default=",".join(MODES), help="comma list of " + ",".join(MODES))
     p.add_argument(
         "--upstream", default="openai", choices=["openai", "anthropic"], help="upstream API"
     )
