@@ -258,9 +258,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--profile", type=int, default=0, help="cProfile this many last turns (memos mode)"
     )
+    p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.turns, args.sessions = 14, 1
     if args.turns < 12:
         p.error("--turns must be at least 12 (10-turn windows)")
+    info = common.machine_info()
+    common.print_machine(info)
     sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
     try:
         import uvloop
@@ -269,6 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         sim.stop()
     report(res, args)
+    payload = {
+        "machine": info,
+        "args": vars(args),
+        "windows": windows(args.turns),
+        "sizes": res["sizes"],
+        "cpu_us": {f"{fmt}/{mode}": rows for (fmt, mode), rows in res["cpu"].items()},
+        "non_200": res["non_200"],
+    }
+    print(f"\nJSON: {common.write_result('session_cpu', payload)}")
     return 1 if res["non_200"] else 0
 
 

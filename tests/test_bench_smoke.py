@@ -147,6 +147,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_request_scorer.py",
         "bench_cluster.py",
         "bench_bodies.py",
+        "bench_session_cpu.py",
         "revocation.py",
     ],
 )
@@ -155,6 +156,15 @@ def test_every_benchmark_has_help(script: str) -> None:
         [sys.executable, str(BENCH / script), "--help"], capture_output=True, timeout=30
     )
     assert proc.returncode == 0 and b"--" in proc.stdout
+
+
+def test_session_cpu_bench_replays_sessions_with_the_memos_on_and_off(tmp_path: Path) -> None:
+    """bench_session_cpu.py: every mode's sessions answered 200, a CPU reading per turn."""
+    data = run_bench("bench_session_cpu.py", tmp_path, "--state", "memory", timeout=120)
+    assert data["non_200"] == 0
+    modes = ("memos", "no-body", "none")
+    assert set(data["cpu_us"]) == {f"{f}/{m}" for f in ("openai", "anthropic") for m in modes}
+    assert all(len(row) == 14 and min(row) > 0 for rows in data["cpu_us"].values() for row in rows)
 
 
 @pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
