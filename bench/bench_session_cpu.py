@@ -27,7 +27,6 @@ the ratio of the final window to turns 2-11.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import logging
 import os
@@ -43,6 +42,7 @@ from typing import Any
 
 import orjson
 
+import asgi_driver
 import bench_parse_memo
 import common
 
@@ -81,40 +81,7 @@ async def _send(app: Any, path: str, body: bytes, session: str) -> int:
         (b"anthropic-version", b"2023-06-01"),
         (b"x-orcarouter-session-id", session.encode()),
     ]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 5000),
-        "server": ("127.0.0.1", 4000),
-    }
-    sent = False
-    never = asyncio.Event()
-    status = 0
-
-    async def receive() -> dict[str, Any]:
-        nonlocal sent
-        if not sent:
-            sent = True
-            return {"type": "http.request", "body": body, "more_body": False}
-        await never.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        nonlocal status
-        if message["type"] == "http.response.start":
-            status = message["status"]
-
-    await app(scope, receive, send)
-    await asyncio.sleep(0)  # the deferred commit runs, as while a client reads the reply
-    return status
+    return await asgi_driver.post(app, path, headers, body)
 
 
 def _tools(fmt: str) -> list[dict[str, Any]]:
@@ -158,7 +125,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
         if isinstance(handler, logging.StreamHandler):
             handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
     app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
-    life, inbox = await _lifespan(app)
+    life, inbox = await asgi_driver.lifespan(app)
     gateway = app.state.tiergate.gateway
     model = common.MODELS[args.variant]
     cpu: dict[tuple[str, str], list[list[float]]] = {}
@@ -201,17 +168,6 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
         print(f"\ncProfile of the last {args.profile} turns of each memos session:")
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(30)
     return {"cpu": cpu, "non_200": bad, "sizes": sizes}
-
-
-async def _lifespan(app: Any) -> tuple[asyncio.Task[None], asyncio.Queue[Any]]:
-    inbox: asyncio.Queue[Any] = asyncio.Queue()
-    outbox: asyncio.Queue[Any] = asyncio.Queue()
-    await inbox.put({"type": "lifespan.startup"})
-    task = asyncio.ensure_future(app({"type": "lifespan"}, inbox.get, outbox.put))
-    msg = await outbox.get()
-    if msg["type"] != "lifespan.startup.complete":
-        raise RuntimeError(f"startup failed: {msg}")
-    return task, inbox
 
 
 def windows(turns: int) -> list[tuple[int, int]]:

@@ -24,7 +24,6 @@ Run: .venv/bin/python bench/profile_request.py [--variant agent] [--state memory
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import json
 import logging
@@ -38,6 +37,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import asgi_driver
 import common
 
 EPILOG = """instruction counts per request (the sim runs outside valgrind):
@@ -84,40 +84,8 @@ class Driver:
 
     async def one(self) -> None:
         headers, body = self._request()
-        scope = {
-            "type": "http",
-            "asgi": {"version": "3.0"},
-            "http_version": "1.1",
-            "method": "POST",
-            "scheme": "http",
-            "path": "/v1/chat/completions",
-            "raw_path": b"/v1/chat/completions",
-            "root_path": "",
-            "query_string": b"",
-            "headers": headers,
-            "client": ("127.0.0.1", 5000),
-            "server": ("127.0.0.1", 4000),
-        }
-        sent_body = False
-        never = asyncio.Event()
-
-        async def receive() -> dict[str, Any]:
-            nonlocal sent_body
-            if not sent_body:
-                sent_body = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            await never.wait()  # the client stays connected
-            return {"type": "http.disconnect"}
-
-        async def send(message: dict[str, Any]) -> None:
-            if message["type"] == "http.response.start":
-                status = message["status"]
-                self.statuses[status] = self.statuses.get(status, 0) + 1
-
-        await self.app(scope, receive, send)
-        # a real client reads the reply over a socket, during which the event loop
-        # runs what the request left scheduled (its deferred commit): let it run
-        await asyncio.sleep(0)
+        status = await asgi_driver.post(self.app, "/v1/chat/completions", headers, body)
+        self.statuses[status] = self.statuses.get(status, 0) + 1
 
 
 class Sampler:
@@ -171,17 +139,6 @@ def _short(path: str) -> str:
     return path
 
 
-async def _lifespan(app: Any) -> tuple[asyncio.Task[None], asyncio.Queue[Any]]:
-    inbox: asyncio.Queue[Any] = asyncio.Queue()
-    outbox: asyncio.Queue[Any] = asyncio.Queue()
-    await inbox.put({"type": "lifespan.startup"})
-    task = asyncio.ensure_future(app({"type": "lifespan"}, inbox.get, outbox.put))
-    msg = await outbox.get()
-    if msg["type"] != "lifespan.startup.complete":
-        raise RuntimeError(f"startup failed: {msg}")
-    return task, inbox
-
-
 async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.app import create_app
     from tiergate.config import parse_config
@@ -196,7 +153,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
         if isinstance(handler, logging.StreamHandler):
             handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
     app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
-    life, inbox = await _lifespan(app)
+    life, inbox = await asgi_driver.lifespan(app)
     model = common.MODELS[args.variant]
     drv = Driver(app, model, args.variant == "agent", body=chosen_body(args, model))
     out: dict[str, Any] = {}
