@@ -59,3 +59,64 @@ class IdleLru(Generic[K, V]):
                 break
             items.popitem(last=False)
         items[key] = (now, value)
+
+
+class SizedLru(Generic[K, V]):
+    """IdleLru's two bounds and a third: the total size of the values held (the
+    bytes of the bodies a memo keeps alive). `get` does not refresh an entry;
+    `put` does, then evicts from the old end while any bound is exceeded."""
+
+    __slots__ = ("_clock", "_items", "_size", "idle_seconds", "limit", "max_size")
+
+    def __init__(
+        self,
+        limit: int,
+        max_size: int,
+        idle_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.max_size = max_size
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        self._items: OrderedDict[K, tuple[float, int, V]] = OrderedDict()  # oldest use first
+        self._size = 0
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def get(self, key: K) -> V | None:
+        """The entry, unless absent or idle too long."""
+        held = self._items.get(key)
+        if held is None or self._clock() - held[0] > self.idle_seconds:
+            return None
+        return held[2]
+
+    def pop(self, key: K) -> V | None:
+        """Remove and return the entry (None if absent or idle too long)."""
+        held = self._items.pop(key, None)
+        if held is None:
+            return None
+        self._size -= held[1]
+        return None if self._clock() - held[0] > self.idle_seconds else held[2]
+
+    def put(self, key: K, value: V, size: int) -> None:
+        self.pop(key)
+        now = self._clock()
+        self._items[key] = (now, size, value)
+        self._size += size
+        cutoff = now - self.idle_seconds
+        while self._items:
+            used, held, _ = next(iter(self._items.values()))
+            if used >= cutoff and len(self._items) <= self.limit and self._size <= self.max_size:
+                break
+            self._items.popitem(last=False)
+            self._size -= held
+
+    def clear(self) -> None:
+        self._items.clear()
+        self._size = 0

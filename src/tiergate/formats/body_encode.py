@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import operator
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from tiergate.core.idle_lru import SizedLru
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -51,7 +51,6 @@ class _Slot:
     data: bytes  #: the body they were encoded in
     start: int  #: offset of the array's `[` in `data`
     ends: list[int]  #: offset just past each element, from `start`
-    used: float
 
 
 def _split(body: dict[str, Any]) -> tuple[str, list[Any]] | None:
@@ -66,7 +65,7 @@ class BodyEncodeMemo:
     """`dumps(body)`, byte for byte `orjson.dumps(body)`, reusing each recent
     conversation's last encoding of its message array (see the module docstring)."""
 
-    __slots__ = ("_bytes", "_clock", "_slots", "idle_seconds", "limit", "max_bytes", "reused")
+    __slots__ = ("_slots", "reused")
 
     def __init__(
         self,
@@ -75,12 +74,7 @@ class BodyEncodeMemo:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.idle_seconds = idle_seconds
-        self._clock = clock
-        self._slots: OrderedDict[Hashable, _Slot] = OrderedDict()  # least recently used first
-        self._bytes = 0
+        self._slots: SizedLru[Hashable, _Slot] = SizedLru(limit, max_bytes, idle_seconds, clock)
         self.reused = 0  #: elements the last `dumps` took from the memo (for tests, benches)
 
     def __len__(self) -> int:
@@ -88,7 +82,7 @@ class BodyEncodeMemo:
 
     @property
     def bytes_held(self) -> int:
-        return self._bytes
+        return self._slots.size
 
     def dumps(self, body: Any) -> bytes:
         split = _split(body) if type(body) is dict else None
@@ -107,9 +101,7 @@ class BodyEncodeMemo:
         head = orjson.dumps(before)[:-1] + b"," if before else b"{"
         head += orjson.dumps(field) + b":"
         key = (field, signature(items))
-        slot = self._slots.pop(key, None)
-        if slot is not None:
-            self._bytes -= len(slot.data)
+        slot = self._slots.pop(key)
         count = self.reused = self._shared(slot, items)
         pieces: list[Any] = [head]
         if count:
@@ -132,15 +124,15 @@ class BodyEncodeMemo:
         pieces.append(b"]")
         pieces.append(b"," + orjson.dumps(after)[1:] if after else b"}")
         data = b"".join(pieces)
-        if len(data) <= self.max_bytes:
-            self._store(key, _Slot(list(items), data, len(head), ends, self._clock()))
+        if len(data) <= self._slots.max_size:
+            self._slots.put(key, _Slot(list(items), data, len(head), ends), len(data))
         return data
 
     def _shared(self, slot: _Slot | None, items: list[Any]) -> int:
         """How many leading elements of `items` encode as the slot's did: the same
         object, or one whose encoding is the slot's bytes (never mere equality:
         1, 1.0 and True are equal and encode differently)."""
-        if slot is None or self._clock() - slot.used > self.idle_seconds:
+        if slot is None:
             return 0
         data, ends = slot.data, slot.ends
         limit = min(len(slot.items), len(items))
@@ -158,18 +150,5 @@ class BodyEncodeMemo:
             count += 1
         return count  # more rendered afresh than a system prompt's: encode the rest whole
 
-    def _store(self, key: Hashable, slot: _Slot) -> None:
-        self._slots[key] = slot
-        self._bytes += len(slot.data)
-        cutoff = slot.used - self.idle_seconds
-        while self._slots:
-            oldest = next(iter(self._slots.values()))
-            over = len(self._slots) > self.limit or self._bytes > self.max_bytes
-            if oldest.used >= cutoff and not over:
-                break
-            _, dropped = self._slots.popitem(last=False)
-            self._bytes -= len(dropped.data)
-
     def clear(self) -> None:
         self._slots.clear()
-        self._bytes = 0

@@ -23,11 +23,11 @@ event loop per process). Pure: no I/O.
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tiergate.core.idle_lru import SizedLru
 from tiergate.core.model import Message, TextPart
 
 #: Conversations remembered, and the body bytes their slots may hold together.
@@ -75,8 +75,6 @@ class Parsed:
 class _Slot:
     raws: list[Any]
     parsed: Parsed
-    size: int
-    used: float
 
 
 def _head(message: Any) -> Hashable:
@@ -125,7 +123,7 @@ def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
 class MessageMemo:
     """The last parse of each recent conversation (see the module docstring)."""
 
-    __slots__ = ("_bytes", "_clock", "_slots", "idle_seconds", "limit", "max_bytes")
+    __slots__ = ("_slots",)
 
     def __init__(
         self,
@@ -134,19 +132,23 @@ class MessageMemo:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.idle_seconds = idle_seconds
-        self._clock = clock
-        self._slots: OrderedDict[Hashable, _Slot] = OrderedDict()  # least recently used first
-        self._bytes = 0
+        self._slots: SizedLru[Hashable, _Slot] = SizedLru(limit, max_bytes, idle_seconds, clock)
 
     def __len__(self) -> int:
         return len(self._slots)
 
     @property
     def bytes_held(self) -> int:
-        return self._bytes
+        return self._slots.size
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound on body bytes held; a body larger than this is not remembered."""
+        return self._slots.max_size
+
+    @max_bytes.setter
+    def max_bytes(self, value: int) -> None:
+        self._slots.max_size = value
 
     def match(self, fmt: str, raws: Sequence[Any]) -> Reuse | None:
         """The previous parse of the longest prefix of `raws` equal to the slot's, or
@@ -155,7 +157,7 @@ class MessageMemo:
         if len(raws) < 2:
             return None
         slot = self._slots.get((fmt, signature(raws)))
-        if slot is None or self._clock() - slot.used > self.idle_seconds:
+        if slot is None:
             return None
         count = shared_prefix(slot.raws, raws, min(len(slot.raws), len(raws) - 1))
         if count == 0:
@@ -168,25 +170,10 @@ class MessageMemo:
         bound); evicts idle slots, then the least recently used over either bound."""
         if size > self.max_bytes:
             return
-        key = (fmt, signature(raws))
-        now = self._clock()
-        old = self._slots.pop(key, None)
-        if old is not None:
-            self._bytes -= old.size
-        self._slots[key] = _Slot(raws, parsed, size, now)
-        self._bytes += size
-        cutoff = now - self.idle_seconds
-        while self._slots:
-            oldest = next(iter(self._slots.values()))
-            over = len(self._slots) > self.limit or self._bytes > self.max_bytes
-            if oldest.used >= cutoff and not over:
-                break
-            _, dropped = self._slots.popitem(last=False)
-            self._bytes -= dropped.size
+        self._slots.put((fmt, signature(raws)), _Slot(raws, parsed), size)
 
     def clear(self) -> None:
         self._slots.clear()
-        self._bytes = 0
 
 
 #: A codec's parse of one raw message at `path`, appending to the system parts
