@@ -9,10 +9,12 @@ Anthropic strips it from the context. Blocks kept verbatim count as their JSON.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator
 
-from tiergate.core.model import ChatRequest, ImagePart, RawBlock, TextPart
+from tiergate.core.model import ChatRequest, ImagePart, Message, RawBlock, TextPart
 from tiergate.formats import dumps
+from tiergate.formats.render_memo import HistoryMemo
 
 IMAGE_TOKENS = 1600  # Anthropic's figure for an image near its 1.15 megapixel cap
 MESSAGE_OVERHEAD = 4  # role markers and separators around each message
@@ -24,14 +26,24 @@ def prompt_texts(req: ChatRequest) -> Iterator[str]:
     for p in req.system:
         yield p.text
     for m in req.messages:
-        for part in m.content:
-            if isinstance(part, TextPart):
-                yield part.text
-            elif isinstance(part, RawBlock):
-                yield dumps(part.block)
-        for call in m.tool_calls:
-            yield call.name
-            yield call.arguments
+        yield from message_texts(m)
+    yield from tool_texts(req)
+
+
+def message_texts(m: Message) -> Iterator[str]:
+    """One message's share of `prompt_texts`."""
+    for part in m.content:
+        if isinstance(part, TextPart):
+            yield part.text
+        elif isinstance(part, RawBlock):
+            yield dumps(part.block)
+    for call in m.tool_calls:
+        yield call.name
+        yield call.arguments
+
+
+def tool_texts(req: ChatRequest) -> Iterator[str]:
+    """The tool schemas' share of `prompt_texts`."""
     for tool in req.tools:
         if tool.native is not None:
             yield dumps(tool.native)
@@ -45,3 +57,28 @@ def fixed_tokens(req: ChatRequest) -> int:
     """Tokens that do not come from text: each message's overhead and each image."""
     images = sum(isinstance(p, ImagePart) for m in req.messages for p in m.content)
     return MESSAGE_OVERHEAD * len(req.messages) + IMAGE_TOKENS * images
+
+
+#: Per message, its characters of prompt text and its images, for each conversation's
+#: history (formats/render_memo.py): a budget's worst case is estimated on every
+#: request, and walking every message's text each turn grew with the session.
+_per_message: HistoryMemo[tuple[int, int]] = HistoryMemo()
+
+
+def _chars_and_images(m: Message) -> tuple[int, int]:
+    return sum(map(len, message_texts(m))), sum(isinstance(p, ImagePart) for p in m.content)
+
+
+def prompt_size(req: ChatRequest) -> tuple[int, int]:
+    """(characters of every prompt text, tokens that come from no text): what
+    `prompt_texts` and `fixed_tokens` give, with the history's share reused from
+    the conversation's previous request (the same Message objects)."""
+    per = _per_message.render(req.messages, "size", _chars_and_images)
+    chars = sum(len(p.text) for p in req.system) + sum(map(_first, per))
+    chars += sum(map(len, tool_texts(req)))
+    images = sum(map(_second, per))
+    return chars, MESSAGE_OVERHEAD * len(req.messages) + IMAGE_TOKENS * images
+
+
+_first = operator.itemgetter(0)
+_second = operator.itemgetter(1)

@@ -4,7 +4,9 @@ Prompt tokens are estimated from the parsed body's characters, CHARS_PER_TOKEN
 to a token: tiergate's tokenizer (core.tokens) gives about 4 on prose and 3.2
 on an agent's code-heavy transcript, so 2.5 errs high (text of one character a
 token, such as CJK, is underestimated). It takes about 20 us on a 100 KB body,
-where the tokenizer takes milliseconds (bench/bench_admission.py). Output
+where the tokenizer takes milliseconds (bench/bench_admission.py), and the
+history's share is reused from the conversation's previous request
+(prompt_parts.prompt_size), so it does not grow with the session. Output
 tokens are the request's `max_tokens` (`max_output_tokens`,
 `max_completion_tokens`), or DEFAULT_OUTPUT_TOKENS when it sets none, never
 more than the model's context window leaves. The price is the dearest of every
@@ -21,7 +23,7 @@ from collections.abc import Iterable
 from tiergate.billing import worst_case_cost
 from tiergate.config import ModelConfig
 from tiergate.core.model import ChatRequest
-from tiergate.gateway.prompt_parts import fixed_tokens, prompt_texts
+from tiergate.gateway.prompt_parts import prompt_size
 
 #: Output cap assumed when a request sets no max_tokens (OpenAI's gpt-4o cap; an
 #: Anthropic request always sets one).
@@ -32,8 +34,8 @@ CHARS_PER_TOKEN = 2.5
 def prompt_tokens_upper(req: ChatRequest) -> int:
     """A high estimate of the prompt's tokens: every prompt text at CHARS_PER_TOKEN
     characters a token, plus the fixed costs of messages and images."""
-    chars = sum(len(t) for t in prompt_texts(req))
-    return fixed_tokens(req) + math.ceil(chars / CHARS_PER_TOKEN)
+    chars, fixed = prompt_size(req)
+    return fixed + math.ceil(chars / CHARS_PER_TOKEN)
 
 
 def output_tokens(max_tokens: int | None, model: ModelConfig, prompt_tokens: int) -> int:
