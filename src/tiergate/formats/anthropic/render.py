@@ -6,6 +6,7 @@ one direction.
 
 from __future__ import annotations
 
+import itertools
 import operator
 from bisect import bisect_right
 from collections import OrderedDict
@@ -36,13 +37,21 @@ from tiergate.formats.anthropic.request import (
     MIN_THINKING_BUDGET,
     THINKING_BLOCKS,
 )
-from tiergate.formats.render_memo import IdentityMemo, MessageWrappers
+from tiergate.formats.render_memo import HistoryMemo, IdentityMemo, MessageWrappers
 
 RENDER_MEMO_CHARS = 4 * 1024 * 1024
 """Characters of rendered messages remembered (formats/render_memo.py): the
 history the message memo reused renders once per conversation, not per turn."""
 
 _memo: IdentityMemo[object] = IdentityMemo(RENDER_MEMO_CHARS)
+#: each conversation's messages' tool-call names, for a request that sends no tools
+_called_names: HistoryMemo[tuple[str, ...]] = HistoryMemo()
+
+
+def _tool_names(m: Message) -> tuple[str, ...]:
+    return tuple(c.name for c in m.tool_calls)
+
+
 #: the same message dicts for the same remembered blocks, so the upstream encoder
 #: finds last turn's messages in this one (formats/body_encode.py)
 _wrappers = MessageWrappers()
@@ -69,12 +78,15 @@ def render_request(req: ChatRequest, upstream_model: str) -> dict[str, Any]:
 
     tools = [_render_tool(t) for t in req.tools if t.native is None or same_format]
     choice = _render_tool_choice(req.tool_choice) if tools else None
-    if not tools and any(m.tool_calls for m in req.messages):
+    if not tools:
         # Anthropic refuses tool_use history without tool definitions: declare
-        # the names used, uncallable.
-        names = dict.fromkeys(c.name for m in req.messages for c in m.tool_calls)
-        tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
-        choice = {"type": "none"}
+        # the names used, uncallable (each message's names remembered per
+        # conversation, so the history is not walked again every turn).
+        called = _called_names.render(req.messages, None, _tool_names)
+        names = dict.fromkeys(itertools.chain.from_iterable(called))
+        if names:
+            tools = [{"name": n, "input_schema": {"type": "object"}} for n in names]
+            choice = {"type": "none"}
     if tools:
         body["tools"] = tools
         if req.parallel_tool_calls is False and (choice or {}).get("type") != "none":
