@@ -53,18 +53,19 @@ PATHS = {"openai": "/v1/chat/completions", "anthropic": "/v1/messages"}
 def _set_mode(gateway: Any, mode: str, saved: dict[str, Any]) -> None:
     """Turn the memos on or off on the running gateway's own instances (a tree
     from before a memo has none to turn: `--modes memos` measures it as it was)."""
-    body_memo = getattr(gateway, "body_memo", None)
+    intake = getattr(gateway, "intake", gateway)  # older trees kept the memos on the gateway
+    body_memo = getattr(intake, "body_memo", None)
     providers = [p for p in gateway.providers.values() if hasattr(p.http, "encoder")]
     if not saved:
         saved["min_bytes"] = body_memo.min_bytes if body_memo is not None else 0
-        saved["max_bytes"] = gateway.message_memo.max_bytes
+        saved["max_bytes"] = intake.message_memo.max_bytes
         saved["encoders"] = {id(p): p.http.encoder for p in providers}
     body_off = mode != "memos"
     if body_memo is not None:
         body_memo.min_bytes = 1 << 62 if body_off else saved["min_bytes"]
         body_memo.clear()
-    gateway.message_memo.max_bytes = -1 if mode == "none" else saved["max_bytes"]
-    gateway.message_memo.clear()
+    intake.message_memo.max_bytes = -1 if mode == "none" else saved["max_bytes"]
+    intake.message_memo.clear()
     for p in providers:
         plain = types.SimpleNamespace(dumps=orjson.dumps)
         p.http.encoder = plain if body_off else saved["encoders"][id(p)]

@@ -44,8 +44,8 @@ def _recording(app: Asgi, bodies: list[bytes]) -> Asgi:
 def _without_memos(app: Any) -> None:
     """The gateway as it was before the memos: every body decoded, parsed and encoded whole."""
     gateway = app.gateway
-    gateway.body_memo.min_bytes = 1 << 62
-    gateway.message_memo.max_bytes = -1  # stores nothing
+    gateway.intake.body_memo.min_bytes = 1 << 62
+    gateway.intake.message_memo.max_bytes = -1  # stores nothing
     for provider in gateway.providers.values():
         provider.http.encoder = types.SimpleNamespace(dumps=orjson.dumps)
 
@@ -111,8 +111,8 @@ def test_upstream_bodies_are_identical_with_and_without_the_memos() -> None:
                 _send(gw.url, "/v1/chat/completions", _openai_turns(12))
                 _send(gw.url, "/v1/messages", _anthropic_turns(12))
                 if name == "memo":  # the memos were in play, not bypassed
-                    assert len(app.gateway.body_memo) >= 2
-                    assert app.gateway.body_memo.bytes_held > 0
+                    assert len(app.gateway.intake.body_memo) >= 2
+                    assert app.gateway.intake.body_memo.bytes_held > 0
                     encoder = app.gateway.providers["anthropic"].http.encoder
                     assert encoder.reused >= 12  # the last Anthropic body's history, reused
     assert len(seen["memo"]) == len(seen["plain"]) == 24

@@ -157,7 +157,7 @@ def test_over_http_a_deep_new_message_is_still_refused_after_memo_hits() -> None
                 headers=headers,
             )
             assert r.status_code == 400 and "nested deeper than 64" in r.json()["error"]["message"]
-            assert len(gw.app.gateway.message_memo) >= 1  # the memo was in play
+            assert len(gw.app.gateway.intake.message_memo) >= 1  # the memo was in play
 
 
 def test_the_render_memo_stays_within_its_character_budget(monkeypatch: Any) -> None:

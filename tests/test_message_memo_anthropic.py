@@ -157,7 +157,7 @@ def test_over_http_a_claude_code_session_is_served_with_the_memo_warm() -> None:
                     {"role": "assistant", "content": r.json()["content"] or "ok"},
                     {"role": "user", "content": f"Step {turn} done."},
                 ]
-            assert len(gw.app.gateway.message_memo) >= 1  # the memo was in play
+            assert len(gw.app.gateway.intake.message_memo) >= 1  # the memo was in play
             node: dict[str, Any] = {}
             for _ in range(80):
                 node = {"a": node}

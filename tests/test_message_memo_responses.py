@@ -162,4 +162,4 @@ def test_over_http_a_codex_session_is_served_with_the_memo_in_play() -> None:
                         "output": f"out {turn}",
                     },
                 ]
-            assert len(gw.app.gateway.message_memo) >= 1  # the memo was in play
+            assert len(gw.app.gateway.intake.message_memo) >= 1  # the memo was in play

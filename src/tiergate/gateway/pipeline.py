@@ -26,9 +26,7 @@ from tiergate.billing import request_cost, uncached_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.core.upstream import Target
-from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway import dispatch, failures
 from tiergate.gateway.auth import TokenTable, Workspace, bearer_token
 from tiergate.gateway.disconnect import until_disconnect
@@ -38,7 +36,7 @@ from tiergate.gateway.inbound import InboundFormat
 from tiergate.gateway.lanes import LaneGlue
 from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
-from tiergate.gateway.request_body import check_depth, parse, read_body
+from tiergate.gateway.request_body import ChatIntake, check_depth, read_body
 from tiergate.gateway.reservations import NO_RESERVATION, Reservation
 from tiergate.gateway.stream_close import ClosingStream
 from tiergate.gateway.usage import UsageRecord
@@ -75,8 +73,7 @@ class Gateway:
         self.recorder = recorder
         self.lanes = lanes
         self.limiter = Limiter(planner.store)
-        self.message_memo = MessageMemo()  # each conversation's last parse, for the next
-        self.body_memo = BodyDecodeMemo()  # and its last body's bytes, for the next decode
+        self.intake = ChatIntake()  # reads and parses with each conversation's memos
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -108,9 +105,9 @@ class Gateway:
         try:
             workspace = self.authenticate(request)
             await self.admit(workspace)
-            body, size = await self.read_chat_body(fmt, request)
+            body, size = await self.intake.read(fmt, request, self.cfg.server.max_body_bytes)
             body, turn = self.lanes.extract(body)
-            req = parse(fmt, body, size, self.message_memo)
+            req = self.intake.parse(fmt, body, size)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -173,9 +170,9 @@ class Gateway:
         """Plan the request exactly as `handle` would, then stop: no dispatch, no commit."""
         try:
             workspace = self.authenticate(request)
-            body, size = await self.read_chat_body(fmt, request)
+            body, size = await self.intake.read(fmt, request, self.cfg.server.max_body_bytes)
             body, turn = self.lanes.extract(body)  # validated and removed, never leased here
-            req = parse(fmt, body, size, self.message_memo)
+            req = self.intake.parse(fmt, body, size)
             if fmt.read_transport is not None:
                 fmt.read_transport(req, request)
             plan = await self.planner.plan(
@@ -186,14 +183,6 @@ class Gateway:
         return Response(orjson.dumps(describe_plan(plan, req)), 200, media_type=JSON)
 
     # ---- request intake ------------------------------------------------------
-
-    async def read_chat_body(
-        self, fmt: InboundFormat, request: Request
-    ) -> tuple[dict[str, Any], int]:
-        """The body of a chat request, decoded reusing its conversation's last body
-        when the format memoises its parse."""
-        memo = self.body_memo if fmt.parse_reusing is not None else None
-        return await read_body(request, self.cfg.server.max_body_bytes, memo, fmt.memo_field)
 
     def authenticate(self, request: Request) -> Workspace:
         ws = self.tokens.lookup(bearer_token(request.headers))

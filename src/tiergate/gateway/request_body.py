@@ -81,3 +81,26 @@ def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo
         return fmt.parse_request(body)
     except FormatError as err:
         raise GatewayError(400, err.message, "invalid_request") from None
+
+
+class ChatIntake:
+    """The normalize step of a chat request with the memos it carries from each
+    conversation's previous request: the body's bytes (formats/body_decode.py)
+    and its parse (formats/message_memo.py). One per gateway process."""
+
+    __slots__ = ("body_memo", "message_memo")
+
+    def __init__(self) -> None:
+        self.body_memo = BodyDecodeMemo()
+        self.message_memo = MessageMemo()
+
+    async def read(
+        self, fmt: InboundFormat, request: Request, limit: int
+    ) -> tuple[dict[str, Any], int]:
+        """The body and its size, decoded reusing the conversation's last body when
+        the format memoises its parse."""
+        memo = self.body_memo if fmt.parse_reusing is not None else None
+        return await read_body(request, limit, memo, fmt.memo_field)
+
+    def parse(self, fmt: InboundFormat, body: dict[str, Any], size: int) -> ChatRequest:
+        return parse(fmt, body, size, self.message_memo)
