@@ -22,7 +22,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from tiergate import metrics
-from tiergate.billing import request_cost, uncached_cost
+from tiergate.billing import request_cost
 from tiergate.config import GatewayConfig
 from tiergate.core.model import ChatRequest, ChatResponse, StreamAccumulator, StreamEvent
 from tiergate.core.upstream import Target
@@ -38,8 +38,8 @@ from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.gateway.request_body import ChatIntake, check_depth, read_body
 from tiergate.gateway.reservations import NO_RESERVATION, Reservation
+from tiergate.gateway.served import ServedRequest, record_served
 from tiergate.gateway.stream_close import ClosingStream
-from tiergate.gateway.usage import UsageRecord
 from tiergate.gateway.worst_case import prompt_tokens_upper, request_worst_case
 from tiergate.lanes import PreparedTurn, ToolCallObserver
 from tiergate.providers.base import Provider, UpstreamError
@@ -423,46 +423,26 @@ class Gateway:
         cost: float,
         done: float,
     ) -> None:
-        """Metrics, the usage row (never prompt text) and the access log line."""
-        model_cfg = target.model_config
-        latency_ms = (done - ctx.started) * 1000
-        u = resp.usage
-        router = ctx.plan.router.name if ctx.plan.router else None
-        metrics.observe_request(router, target.model, target.channel.name, status, latency_ms / 1e3)
-        metrics.observe_upstream(
-            target.channel.name, target.model, done - ctx.upstream_started, u.cache_read_tokens
+        who = ServedRequest(
+            ctx.request_id,
+            ctx.workspace.name,
+            ctx.workspace.key_id,
+            ctx.request.scope.get("path"),
+            ctx.started,
+            ctx.upstream_started,
         )
-        metrics.observe_usage(target.channel.name, target.model, u, cost)
-        record = UsageRecord(
-            request_id=ctx.request_id,
-            ts=time.time(),
-            workspace=ctx.workspace.name,
-            virtual_key=ctx.workspace.key_id,
-            router=router,
-            model=target.model,
-            channel=target.channel.name,
-            key_index=target.key_index,
-            tier=(
-                ctx.plan.committer.served_tier(ctx.plan, target)
-                if ctx.plan.committer is not None
-                else None
-            ),
+        record_served(
+            self.recorder,
+            who,
+            ctx.plan,
+            target,
+            resp,
+            attempts=attempts,
             status=status,
             stream=stream,
-            input_tokens=u.input_tokens,
-            cache_read_tokens=u.cache_read_tokens,
-            cache_write_tokens=u.cache_write_tokens,
-            output_tokens=u.output_tokens,
-            cost_usd=cost,
-            uncached_cost_usd=uncached_cost(u, model_cfg),
-            latency_ms=latency_ms,
-            attempts=attempts,
-            session_hash=ctx.plan.session_hash,
-            error_type=None if status == 200 else "upstream",
-            path=ctx.request.scope.get("path"),
+            cost=cost,
+            done=done,
         )
-        self.recorder.record("usage", record.row())
-        log.info("request", extra=record.log_fields())
 
     async def _commit(self, plan: RoutePlan, outcome: Outcome) -> None:
         try:
