@@ -16,6 +16,7 @@ its own reasons, and its 4xx is passed through.
 from __future__ import annotations
 
 from tiergate.api.openapi_schema import Schema, array, const, nullable, obj, or_null
+from tiergate.formats import INT_CEILING
 
 _STR = {"type": "string"}
 _OBJECT = {"type": "object"}
@@ -127,8 +128,12 @@ CHAT_COMPLETION_REQUEST: Schema = obj(
             ]
         },
         "parallel_tool_calls": nullable("boolean"),
-        "max_tokens": {"type": ["integer", "null"], "minimum": 1},
-        "max_completion_tokens": {"type": ["integer", "null"], "minimum": 1},
+        "max_tokens": {"type": ["integer", "null"], "minimum": 1, "maximum": INT_CEILING},
+        "max_completion_tokens": {
+            "type": ["integer", "null"],
+            "minimum": 1,
+            "maximum": INT_CEILING,
+        },
         "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
         "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "stop": {"anyOf": [_STR, array(_STR), {"type": "null"}]},
@@ -285,7 +290,7 @@ _PARALLEL = {"disable_parallel_tool_use": nullable("boolean")}
 MESSAGES_REQUEST: Schema = obj(
     {
         "model": _MODEL,
-        "max_tokens": {"type": "integer", "minimum": 1},
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": INT_CEILING},
         "messages": array(ANTHROPIC_MESSAGE, minItems=1),
         "system": {"anyOf": [_STR, array(_AN_TEXT), {"type": "null"}]},
         "stream": nullable("boolean"),

@@ -11,6 +11,7 @@ background (docs/conversion.md says why).
 from __future__ import annotations
 
 from tiergate.api.openapi_schema import Schema, array, const, nullable, obj, or_null
+from tiergate.formats import INT_CEILING
 
 _STR = {"type": "string"}
 _OBJECT = {"type": "object"}
@@ -233,7 +234,7 @@ RESPONSES_REQUEST: Schema = obj(
         "stream": nullable("boolean"),
         "store": {"type": ["boolean", "null"], "description": "Accepted; nothing is stored"},
         "include": or_null(array(_STR)),
-        "max_output_tokens": {"type": ["integer", "null"], "minimum": 1},
+        "max_output_tokens": {"type": ["integer", "null"], "minimum": 1, "maximum": INT_CEILING},
         "temperature": {"type": ["number", "null"], "minimum": 0, "maximum": 2},
         "top_p": {"type": ["number", "null"], "minimum": 0, "maximum": 1},
         "text": or_null(obj({"format": _TEXT_FORMAT})),
