@@ -12,7 +12,8 @@ import pytest
 
 from tiergate.cli import main
 from tiergate.replay.corpus import write_corpus
-from tiergate.replay.counterfactual_run import join, parse_outcome
+from tiergate.replay.counterfactual import parse_outcome
+from tiergate.replay.counterfactual_run import join
 from tiergate.replay.generator import generate_corpus
 from tiergate.replay.pipeline import prepare, run_policies
 

@@ -25,6 +25,7 @@ from tiergate.api.dashboard import dashboard_mount
 from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
+from tiergate.api.outcomes import handle_outcome
 from tiergate.config import GatewayConfig, source_document
 from tiergate.config_secrets import SecretsAtRest
 from tiergate.config_store import (
@@ -219,6 +220,9 @@ def create_app(
     async def feedback(request: Request) -> Response:
         return await handle_feedback(gateway, engine, recorder, request)
 
+    async def outcomes(request: Request) -> Response:
+        return await handle_outcome(gateway, engine, recorder, request)
+
     async def prometheus(request: Request) -> Response:
         return await metrics_endpoint(admin, request)
 
@@ -326,6 +330,7 @@ def create_app(
             Route("/healthz", healthz, methods=["GET"]),
             Route("/readyz", readyz, methods=["GET"]),
             Route("/v1/feedback", feedback, methods=["POST"]),
+            Route("/v1/outcomes", outcomes, methods=["POST"]),
             Route("/metrics", prometheus, methods=["GET"]),
             Route("/openapi.json", openapi, methods=["GET"]),
             *admin_routes(admin),

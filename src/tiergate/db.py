@@ -1,4 +1,4 @@
-"""Usage, audit, config-version, shadow-label and feedback tables, on SQLite
+"""Usage, audit, config-version, shadow-label, feedback and session-outcome tables, on SQLite
 (default) or PostgreSQL (by URL).
 
 Rows hold identifiers, token counts, money and decision evidence — never
@@ -147,6 +147,22 @@ feedback_table = Table(
     Column("workspace", String(128), nullable=False),
     Column("score", Float, nullable=False),
     Column("credited", Boolean, nullable=False, default=False),
+    Column("ts", Float, nullable=False, index=True),
+)
+
+
+#: Operator-reported session outcomes (POST /v1/outcomes), for the dashboard's
+#: counterfactual escalation value: r (did the agent resolve its task?) and,
+#: when known, p (the strong model's odds on it). `task` is the operator's key
+#: of the task (a ticket, a benchmark instance), never its text.
+session_outcomes_table = Table(
+    "session_outcomes",
+    metadata,
+    Column("session_hash", String(64), primary_key=True),
+    Column("workspace", String(128), nullable=False, index=True),
+    Column("resolved", Float, nullable=False),
+    Column("strong_odds", Float),
+    Column("task", String(200)),
     Column("ts", Float, nullable=False, index=True),
 )
 

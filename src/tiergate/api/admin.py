@@ -26,6 +26,7 @@ from tiergate.api import (
     admin_records,
     admin_sessions,
     admin_stats,
+    admin_value,
     shadow,
 )
 from tiergate.api.admin_common import MAX_CSV_ROWS, MAX_LIMIT, AdminContext, guarded
@@ -479,6 +480,15 @@ ENDPOINTS: tuple[Endpoint, ...] = (
         "Stats",
         response="SavingsStats",
         query=_WINDOW,
+    ),
+    Endpoint(
+        "GET",
+        "/stats/escalation-value",
+        admin_value.escalation_value,
+        "Counterfactual escalation value per router, from posted session outcomes",
+        "Stats",
+        response="EscalationValueStats",
+        query=("router", "workspace", "odds", *_WINDOW),
     ),
 )
 

@@ -353,6 +353,16 @@ RESPONSES: dict[str, Schema] = {
     "QualityStats": obj({"routers": {"type": "array"}}, ["routers"]),
     "CacheStats": obj({"channels": {"type": "array"}}, ["channels"]),
     "SavingsStats": obj({"total": {"type": "object"}, "items": {"type": "array"}}, ["total"]),
+    "EscalationValueStats": obj(
+        {
+            "since": {"type": "number"},
+            "until": {"type": "number"},
+            "default_odds": {"type": "number"},
+            "sessions_without_outcome": {"type": "integer"},
+            "routers": {"type": "array", "items": {"type": "object"}},
+        },
+        ["since", "until", "default_odds", "sessions_without_outcome", "routers"],
+    ),
 }
 
 #: A time in a query: unix seconds, or ISO 8601 (a time without a zone is UTC).
@@ -384,6 +394,12 @@ QUERY_PARAMETERS: dict[str, Schema] = {
     "offset": {"type": "integer", "minimum": 0, "maximum": MAX_OFFSET},
     "format": {"type": "string", "enum": ["json", "csv"]},
     "bucket": {"type": "string", "enum": ["minute", "hour", "day"]},
+    "odds": {
+        "type": "number",
+        "minimum": 0,
+        "maximum": 1,
+        "description": "Strong odds p for sessions whose outcome gives none (default 1)",
+    },
     "labelled": {"type": "boolean"},
     "kind": {
         "type": "string",

@@ -21,6 +21,7 @@ from tiergate.api.openapi_schema import (
     obj,
     ref,
 )
+from tiergate.replay.counterfactual import OUTCOME_WORDS
 
 INBOUND: dict[str, Schema] = {
     "ChatCompletionRequest": CHAT_COMPLETION_REQUEST,
@@ -98,6 +99,48 @@ INBOUND: dict[str, Schema] = {
             "recorded": {"type": "boolean"},
         },
         ["request_id", "score", "credited", "recorded"],
+    ),
+    "OutcomeRequest": {
+        **obj(
+            {
+                "session_id": {
+                    "oneOf": [
+                        {"type": "string", "pattern": "^[ -~]*[!-~][ -~]*$", "maxLength": 256},
+                        {"type": "integer"},
+                    ],
+                    "description": "The session id the agent sent (X-OrcaRouter-Session-Id)",
+                },
+                "session_hash": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+                "request_id": {
+                    "type": "string",
+                    "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                    "description": "The X-Orca-Request-Id of any request of the session",
+                },
+                "resolved": {
+                    "oneOf": [
+                        {"type": "boolean"},
+                        {"type": "number", "minimum": 0, "maximum": 1},
+                        {"type": "string", "enum": sorted(OUTCOME_WORDS)},
+                    ],
+                    "description": "Did the agent resolve its task (CI passed, PR merged)?",
+                },
+                "strong_odds": {"type": "number", "minimum": 0, "maximum": 1},
+                "task": {"type": "string", "pattern": "^[A-Za-z0-9._:/@#+=\\-]{1,200}$"},
+            },
+            ["resolved"],
+            open_=False,
+        ),
+        "oneOf": [{"required": [k]} for k in ("session_id", "session_hash", "request_id")],
+    },
+    "OutcomeResult": obj(
+        {
+            "session_hash": {"type": "string"},
+            "resolved": {"type": "number"},
+            "strong_odds": {"type": ["number", "null"]},
+            "task": {"type": ["string", "null"]},
+            "replaced": {"type": "boolean"},
+        },
+        ["session_hash", "resolved", "strong_odds", "task", "replaced"],
     ),
     "Explain": {"type": "object"},
     "Health": obj(
@@ -289,6 +332,16 @@ def inbound_paths() -> dict[str, Any]:
                     "FeedbackResult",
                 ),
                 "operationId": "feedback",
+            }
+        },
+        "/v1/outcomes": {
+            "post": {
+                **_inbound_op(
+                    "Report how a session ended (counterfactual escalation value)",
+                    "OutcomeRequest",
+                    "OutcomeResult",
+                ),
+                "operationId": "outcomes",
             }
         },
         "/v1/orcarouter/explain": {

@@ -42,6 +42,41 @@ Floats = npt.NDArray[np.float64]
 DEFAULT_RESAMPLES = 1000
 
 
+#: Words for r = 1 and r = 0 in the outcomes operators already log (CI, PRs, benchmarks).
+_TRUE = {"1", "true", "yes", "y", "pass", "passed", "resolved", "merged", "success", "ok"}
+_FALSE = {"0", "false", "no", "n", "fail", "failed", "unresolved", "closed", "failure", "error"}
+
+#: Every word `parse_outcome` reads as an outcome (lower case).
+OUTCOME_WORDS = frozenset(_TRUE | _FALSE)
+
+
+def parse_outcome(value: Any) -> float | None:
+    """r from a log's word for it (bool, 0/1, pass/fail, merged/closed); None if unknown."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, int | float):
+        return float(value) if 0.0 <= float(value) <= 1.0 else None
+    if value is None:
+        return None
+    text = str(value).strip().lower()
+    if text in _TRUE:
+        return 1.0
+    if text in _FALSE:
+        return 0.0
+    return parse_odds(text)
+
+
+def parse_odds(value: Any) -> float | None:
+    """p as a number in [0, 1]; None if missing or out of range."""
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        p = float(value)
+    except (TypeError, ValueError):
+        return None
+    return p if 0.0 <= p <= 1.0 else None
+
+
 @dataclass(frozen=True, slots=True)
 class SessionValue:
     """One session as the counterfactual score needs it, under one policy."""

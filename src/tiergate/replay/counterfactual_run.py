@@ -19,39 +19,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tiergate.replay.counterfactual import DEFAULT_RESAMPLES, SessionValue, curves, score
+from tiergate.replay.counterfactual import (
+    DEFAULT_RESAMPLES,
+    SessionValue,
+    curves,
+    parse_odds,
+    parse_outcome,
+    score,
+)
 from tiergate.replay.harness import RunResult
 
 GROUPINGS = ("framework", "protocol", "run", "archetype", "all")
-_TRUE = {"1", "true", "yes", "y", "pass", "passed", "resolved", "merged", "success", "ok"}
-_FALSE = {"0", "false", "no", "n", "fail", "failed", "unresolved", "closed", "failure", "error"}
-
-
-def parse_outcome(value: Any) -> float | None:
-    """r from a log's word for it (bool, 0/1, pass/fail, merged/closed); None if unknown."""
-    if isinstance(value, bool):
-        return float(value)
-    if isinstance(value, int | float):
-        return float(value) if 0.0 <= float(value) <= 1.0 else None
-    if value is None:
-        return None
-    text = str(value).strip().lower()
-    if text in _TRUE:
-        return 1.0
-    if text in _FALSE:
-        return 0.0
-    return parse_odds(text)
-
-
-def parse_odds(value: Any) -> float | None:
-    """p as a number in [0, 1]; None if missing or out of range."""
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        p = float(value)
-    except (TypeError, ValueError):
-        return None
-    return p if 0.0 <= p <= 1.0 else None
 
 
 def instance_of(doc: Mapping[str, Any]) -> str:
