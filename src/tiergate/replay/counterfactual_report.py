@@ -143,4 +143,10 @@ GUIDE = (
     "lower 95 % bound of PGR minus the better of random and the length rule, waste (resolved "
     "sessions escalated anyway) and escalations cut off partway (strong served fewer turns "
     "than from its first strong turn to the end: a cap or flapping interrupted it).",
+    "",
+    "**Live, on the running gateway.** Post each session's outcome when it is known "
+    "(`POST /v1/outcomes` with the workspace token: the session id the agent sent, "
+    "`resolved`, and `strong_odds` when you have one), and the gateway scores its own "
+    "escalations the same way from its usage rows: `GET /admin/api/stats/escalation-value` "
+    "and the dashboard's Value page (docs/operator.md, docs/dashboard.md).",
 )
