@@ -38,7 +38,7 @@ from tiergate.gateway.limits import Limiter, Scope
 from tiergate.gateway.planner import Outcome, Planner, RoutePlan
 from tiergate.gateway.request_body import ChatIntake, check_depth, read_body
 from tiergate.gateway.reservations import NO_RESERVATION, Reservation
-from tiergate.gateway.served import ServedRequest, record_served
+from tiergate.gateway.served import ServedRequest, record_served, record_served_later
 from tiergate.gateway.stream_close import ClosingStream
 from tiergate.gateway.worst_case import prompt_tokens_upper, request_worst_case
 from tiergate.lanes import PreparedTurn, ToolCallObserver
@@ -281,7 +281,14 @@ class Gateway:
         # metrics, usage row and log line once the reply is sent (same task, so a
         # graceful shutdown still waits for them; latency is measured as before)
         record = BackgroundTask(
-            self._record_later, ctx, served.target, resp, served.attempts, cost, done
+            record_served_later,
+            self.recorder,
+            self._served(ctx),
+            served.target,
+            resp,
+            served.attempts,
+            cost,
+            done,
         )
         return Response(orjson.dumps(body), 200, ctx.headers, media_type=JSON, background=record)
 
@@ -355,7 +362,17 @@ class Gateway:
                 status = 499  # the client went away mid-stream
             resp = acc.result()
             cost, done = self._price(ctx, served.target, resp)
-            self._record(ctx, served.target, resp, served.attempts, status, True, cost, done)
+            record_served(
+                self.recorder,
+                self._served(ctx),
+                served.target,
+                resp,
+                attempts=served.attempts,
+                status=status,
+                stream=True,
+                cost=cost,
+                done=done,
+            )
             outcome = Outcome(status == 200, served.target, resp, cost, served.fallback, status)
             self.planner.commits.spawn(ctx.plan.scope, self._commit(ctx.plan, outcome))
             if lane_pending and ctx.lane is not None:
@@ -399,49 +416,16 @@ class Gateway:
         self.settle(ctx.hold, cost)
         return cost, time.perf_counter()
 
-    async def _record_later(
-        self,
-        ctx: _Ctx,
-        target: Target,
-        resp: ChatResponse,
-        attempts: int,
-        cost: float,
-        done: float,
-    ) -> None:
-        """`_record` for a served non-streaming reply, as the response's background
-        task. A coroutine on purpose: Starlette runs a plain function in a thread."""
-        self._record(ctx, target, resp, attempts, 200, False, cost, done)
-
-    def _record(
-        self,
-        ctx: _Ctx,
-        target: Target,
-        resp: ChatResponse,
-        attempts: int,
-        status: int,
-        stream: bool,
-        cost: float,
-        done: float,
-    ) -> None:
-        who = ServedRequest(
+    def _served(self, ctx: _Ctx) -> ServedRequest:
+        """Who asked, by which plan, and when: what the usage record needs of `ctx`."""
+        return ServedRequest(
             ctx.request_id,
             ctx.workspace.name,
             ctx.workspace.key_id,
             ctx.request.scope.get("path"),
             ctx.started,
             ctx.upstream_started,
-        )
-        record_served(
-            self.recorder,
-            who,
             ctx.plan,
-            target,
-            resp,
-            attempts=attempts,
-            status=status,
-            stream=stream,
-            cost=cost,
-            done=done,
         )
 
     async def _commit(self, plan: RoutePlan, outcome: Outcome) -> None:

@@ -24,7 +24,7 @@ access_log = logging.getLogger("tiergate.access")
 
 @dataclass(frozen=True, slots=True)
 class ServedRequest:
-    """Who asked, and when the request and its upstream attempt started."""
+    """Who asked, by which plan, and when the request and its upstream attempt started."""
 
     request_id: str
     workspace: str
@@ -32,12 +32,12 @@ class ServedRequest:
     path: str | None
     started: float
     upstream_started: float
+    plan: RoutePlan
 
 
 def record_served(
     recorder: Recorder,
     who: ServedRequest,
-    plan: RoutePlan,
     target: Target,
     resp: ChatResponse,
     *,
@@ -48,6 +48,7 @@ def record_served(
     done: float,
 ) -> None:
     """Observe the request in the metrics, queue its usage row, log its line."""
+    plan = who.plan
     latency_ms = (done - who.started) * 1000
     u = resp.usage
     router = plan.router.name if plan.router else None
@@ -82,3 +83,27 @@ def record_served(
     )
     recorder.record("usage", record.row())
     access_log.info("request", extra=record.log_fields())
+
+
+async def record_served_later(
+    recorder: Recorder,
+    who: ServedRequest,
+    target: Target,
+    resp: ChatResponse,
+    attempts: int,
+    cost: float,
+    done: float,
+) -> None:
+    """`record_served` for a non-streaming 200, as the response's background task
+    (a coroutine on purpose: Starlette runs a plain function in a thread)."""
+    record_served(
+        recorder,
+        who,
+        target,
+        resp,
+        attempts=attempts,
+        status=200,
+        stream=False,
+        cost=cost,
+        done=done,
+    )
