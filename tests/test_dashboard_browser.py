@@ -14,11 +14,8 @@ from __future__ import annotations
 import contextlib
 import csv
 import io
-import math
-import os
 import time
 from collections.abc import Iterator
-from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -26,91 +23,37 @@ import httpx
 import pytest
 
 from admin_support import ADMIN, AdminClient, admin_config, chat, escalating_router, gateway
+from browser_support import (
+    ARTIFACTS,
+    CHROMIUM,
+    CHROMIUM_ARGS,
+    DASH,
+    MISSING,
+    REQUIRED,
+    SKIP_REASON,
+    dec,
+    num,
+    pct,
+    pct100,
+    require_browser,
+    usd,
+)
 from servers import TOKEN, ServerThread
 from tiergate.sim.app import create_sim_app
 
-CHROMIUM = os.environ.get("TIERGATE_CHROMIUM", "/usr/bin/chromium")  # Debian's package
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts" / "dashboard"
-
-
-def _missing_browser() -> str | None:
-    """What this machine lacks to drive Chromium, or None."""
-    missing = []
-    if not os.access(CHROMIUM, os.X_OK):
-        missing.append(f"{CHROMIUM} (apt-get install chromium)")
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing.append("the playwright Python package (pip install playwright)")
-    return "dashboard browser tests need " + " and ".join(missing) if missing else None
-
-
-MISSING = _missing_browser()
-REQUIRED = os.environ.get("TIERGATE_REQUIRE_SERVICES") == "1"
 if MISSING and not REQUIRED:
-    pytest.skip(
-        f"{MISSING}; set TIERGATE_REQUIRE_SERVICES=1 to make this fail", allow_module_level=True
-    )
-# Required but missing: every test here fails (browser_required), the rest of the suite runs.
+    pytest.skip(SKIP_REASON, allow_module_level=True)
 with contextlib.suppress(ImportError):
     from playwright.sync_api import Browser, Page, ViewportSize, expect, sync_playwright
 
 
 @pytest.fixture(scope="module", autouse=True)
 def browser_required() -> None:
-    if MISSING:
-        pytest.fail(f"{MISSING}, and TIERGATE_REQUIRE_SERVICES=1", pytrace=False)
+    """Required but missing: every test here fails, the rest of the suite runs."""
+    require_browser()
 
 
 VIEWPORT: ViewportSize = {"width": 1366, "height": 768}  # a laptop screen
-
-# ---- the dashboard's number formats (static/format.js), for comparing --------------------
-
-DASH = "—"
-
-
-def js_fixed(x: float, digits: int) -> str:
-    """Number.prototype.toFixed: the exact binary value, ties away from zero."""
-    return str(Decimal(x).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP))
-
-
-def usd(v: float | None) -> str:
-    if v is None:
-        return DASH
-    a = abs(v)
-    if a == 0:
-        return "$0.00"
-    sign = "-" if v < 0 else ""
-    if a >= 1:
-        whole, frac = js_fixed(a, 2).split(".")
-        return f"{sign}${int(whole):,}.{frac}"
-    return f"{sign}${js_fixed(a, min(8, max(2, 2 - math.floor(math.log10(a)))))}"
-
-
-def pct(v: float | None) -> str:
-    return DASH if v is None else js_fixed(v * 100, 1) + "%"
-
-
-def pct100(v: float | None) -> str:
-    return DASH if v is None else js_fixed(v, 1) + "%"
-
-
-def num(v: float | None) -> str:
-    return DASH if v is None else f"{math.floor(v + 0.5):,}"
-
-
-def dec(v: float | None) -> str:
-    return DASH if v is None else js_fixed(v, 2)
 
 
 def test_formats_mirror_the_javascript_rules() -> None:

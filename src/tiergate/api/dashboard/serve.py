@@ -37,6 +37,7 @@ ASSETS: dict[str, str] = {
     "page_audit.js": _JS,
     "page_sessions.js": _JS,
     "page_shadow.js": _JS,
+    "page_value.js": _JS,
     "page_keys.js": _JS,
 }
 

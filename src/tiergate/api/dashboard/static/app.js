@@ -10,8 +10,9 @@ import * as audit from "./page_audit.js";
 import * as sessions from "./page_sessions.js";
 import * as shadow from "./page_shadow.js";
 import * as keys from "./page_keys.js";
+import * as value from "./page_value.js";
 
-const PAGES = { overview, cache, audit, sessions, shadow, keys };
+const PAGES = { overview, cache, audit, sessions, shadow, value, keys };
 // Auto-refresh period: 5 s, or ?refresh=SECONDS on the page URL (1-300).
 const REFRESH_MS = refreshSeconds(new URLSearchParams(location.search).get("refresh")) * 1000;
 const $ = (id) => document.getElementById(id);

@@ -1,6 +1,7 @@
-// Hand-written charts: a stacked area chart in SVG, horizontal bars and a meter
-// in HTML. Colours are the Okabe-Ito palette (safe for colour-blind readers);
-// every chart also states its numbers in text (tooltip, labels or a table).
+// Hand-written charts: a stacked area chart and a 0-1 x-y plane in SVG,
+// horizontal bars and a meter in HTML. Colours are the Okabe-Ito palette (safe
+// for colour-blind readers); every chart also states its numbers in text
+// (tooltip, labels or a table).
 
 import { h, s } from "./dom.js";
 
@@ -174,4 +175,104 @@ export function meter({ value, cap, label, testid }) {
     },
     h("span", { class: "meter-track" }, fillEl, mark),
   );
+}
+
+/**
+ * Lines and points on a square 0-1 by 0-1 plane (e.g. PGR against strong-turn
+ * share). lines: [{label, colour, xs, ys, dash}]; points: [{label, colour, x, y,
+ * lo, hi, testid}], lo/hi drawn as a vertical whisker when both are numbers.
+ * Each point carries its values as data-x/data-y and a <title> tooltip.
+ */
+export function xyChart({ lines, points, xLabel, yLabel, xFormat, yFormat, label, testid }) {
+  const W = 460;
+  const H = 340;
+  const m = { l: 58, r: 22, t: 12, b: 40 };
+  const iw = W - m.l - m.r;
+  const ih = H - m.t - m.b;
+  const clamp = (v) => Math.min(1, Math.max(0, v));
+  const x = (v) => m.l + clamp(v) * iw;
+  const y = (v) => m.t + ih - clamp(v) * ih;
+  const svg = s("svg", {
+    viewBox: `0 0 ${W} ${H}`,
+    class: "chart xy",
+    role: "img",
+    "aria-label": label,
+    testid,
+  });
+  for (let k = 0; k <= 4; k++) {
+    const v = k / 4;
+    svg.append(
+      s("line", { x1: m.l, x2: W - m.r, y1: y(v), y2: y(v), class: k ? "grid" : "axis" }),
+      s("line", { x1: x(v), x2: x(v), y1: m.t, y2: m.t + ih, class: k ? "grid" : "axis" }),
+      s("text", { x: m.l - 6, y: y(v) + 4, class: "tick", "text-anchor": "end" }, yFormat(v)),
+      s("text", { x: x(v), y: m.t + ih + 15, class: "tick", "text-anchor": "middle" }, xFormat(v)),
+    );
+  }
+  svg.append(
+    s("text", { x: m.l + iw / 2, y: H - 4, class: "tick axis-label", "text-anchor": "middle" }, xLabel),
+    s(
+      "text",
+      {
+        x: -(m.t + ih / 2),
+        y: 14,
+        transform: "rotate(-90)",
+        class: "tick axis-label",
+        "text-anchor": "middle",
+      },
+      yLabel,
+    ),
+  );
+  for (const ln of lines) {
+    if (!ln.xs.length || ln.xs.length !== ln.ys.length) continue;
+    const d = ln.xs.map((v, i) => `${x(v).toFixed(1)},${y(ln.ys[i]).toFixed(1)}`);
+    svg.append(
+      s(
+        "path",
+        {
+          d: `M${d.join("L")}`,
+          fill: "none",
+          stroke: ln.colour,
+          "stroke-width": 2,
+          "stroke-dasharray": ln.dash,
+          testid: ln.testid,
+        },
+        s("title", {}, ln.label),
+      ),
+    );
+  }
+  for (const p of points) {
+    if (p.x === null || p.x === undefined || p.y === null || p.y === undefined) continue;
+    const g = s("g", { testid: p.testid, "data-x": p.x, "data-y": p.y });
+    const whisker = Number.isFinite(p.lo) && Number.isFinite(p.hi);
+    if (whisker) {
+      for (const [y1, y2] of [
+        [p.lo, p.hi],
+        [p.lo, p.lo],
+        [p.hi, p.hi],
+      ]) {
+        const cap = y1 === y2 ? 5 : 0;
+        g.append(
+          s("line", {
+            x1: x(p.x) - cap,
+            x2: x(p.x) + cap,
+            y1: y(y1),
+            y2: y(y2),
+            stroke: p.colour,
+            "stroke-width": 2,
+          }),
+        );
+      }
+    }
+    g.append(
+      s("circle", { cx: x(p.x), cy: y(p.y), r: 6, fill: p.colour, stroke: "#1c2430", "stroke-width": 1 }),
+      s(
+        "title",
+        {},
+        `${p.label}: ${yFormat(p.y, true)} at ${xFormat(p.x, true)}` +
+          (whisker ? ` (95 % interval ${yFormat(p.lo, true)}–${yFormat(p.hi, true)})` : ""),
+      ),
+    );
+    svg.append(g);
+  }
+  return h("div", { class: "chart-box" }, svg);
 }
