@@ -48,7 +48,8 @@ def sim() -> Iterator[Sim]:
 
 @pytest.fixture(scope="module")
 def paced_sim() -> Iterator[Sim]:
-    """50 tokens a second: a 100-token answer keeps its stream open for 2 s."""
+    """50 tokens a second: a 1,500-token answer keeps its stream open for 30 s, so a
+    loaded machine cannot finish it (and release the lease) before the kill."""
     with sim_server(SimSettings(tokens_per_second=50)) as s:
         yield s
 
@@ -116,7 +117,8 @@ def kill_mid_stream(doomed: subprocess.Popen[bytes], url: str, body: dict[str, A
         timeout=10,
     ) as streaming:
         assert streaming.status_code == 200
-        next(streaming.iter_raw())  # output is flowing: the lease is held
+        first = next(streaming.iter_raw())  # output is flowing: the lease is held
+        assert b"[DONE]" not in first, "the stream ended before the kill"
         doomed.kill()  # SIGKILL: no finalize, no cleanup
         doomed.wait(10)
         return streaming.headers["x-orca-request-id"]
@@ -141,7 +143,7 @@ def test_a_killed_gateways_lane_serves_again_within_the_lease(
             lane = session()
             long_turn = turn(
                 "auto:coding",
-                user("Tell it all [[sim:output=100]]"),
+                user("Tell it all [[sim:output=1500]]"),
                 stream=True,
                 **managed(lane, MINI),
             )
@@ -195,7 +197,7 @@ def test_an_operator_releases_a_killed_gateways_lane_at_once(
             lane = session()
             long_turn = turn(
                 "auto:coding",
-                user("Tell it all [[sim:output=100]]"),
+                user("Tell it all [[sim:output=1500]]"),
                 stream=True,
                 **managed(lane, MINI),
             )
