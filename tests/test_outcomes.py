@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,6 +140,27 @@ def test_the_gateway_scores_its_own_sessions_as_the_client_saw_them(
     assert set(row["curves"]) == set(want_curves)
     for key, points in want_curves.items():
         assert row["curves"][key] == pytest.approx(points), key
+
+
+def test_concurrent_posts_for_one_session_all_land_and_the_answer_follows(
+    env: tuple[ServerThread, AdminClient],
+) -> None:
+    """A CI retry racing its first attempt: every post answers 200 and one row
+    remains; the value endpoint reuses its answer only until an outcome arrives."""
+    gw, admin = env
+    served = run_session(gw, 2)
+    params = {"router": "esc", "odds": "0.3"}
+    first = admin.get("/stats/escalation-value", params=params).json()
+    again = admin.get("/stats/escalation-value", params=params).json()
+    assert again["computed_at"] == first["computed_at"]  # reused
+    bodies = [{"session_id": served.session, "resolved": i % 2} for i in range(8)]
+    with ThreadPoolExecutor(8) as pool:
+        codes = [r.status_code for r in pool.map(lambda b: post_outcome(gw, b), bodies)]
+    assert codes == [200] * 8
+    after = admin.get("/stats/escalation-value", params=params).json()
+    assert after["computed_at"] > first["computed_at"]  # an outcome arrived: recomputed
+    [row] = after["routers"]
+    assert row["sessions"] == first["routers"][0]["sessions"] + 1 if first["routers"] else 1
 
 
 def test_outcomes_are_refused_in_the_clients_wire_format(

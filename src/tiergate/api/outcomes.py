@@ -29,7 +29,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from sqlalchemy import delete, select
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
@@ -123,22 +125,29 @@ async def _session_hash(
 
 
 async def _store(engine: AsyncEngine, shash: str, workspace: str, outcome: OutcomeBody) -> bool:
-    """Replace the session's outcome; True when one was there before."""
+    """Insert or replace the session's outcome in one statement (two posts of one
+    session at once, a CI retry racing its first attempt, both land: the later
+    wins). True when a row was there just before (for the reply, best effort)."""
     t = session_outcomes_table
+    row = {
+        "session_hash": shash,
+        "workspace": workspace,
+        "resolved": outcome.resolved,
+        "strong_odds": outcome.strong_odds,
+        "task": outcome.task,
+        "ts": time.time(),
+    }
+    insert = pg_insert if engine.dialect.name == "postgresql" else sqlite_insert
+    stmt = insert(t).values(row)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[t.c.session_hash],
+        set_={k: stmt.excluded[k] for k in row if k != "session_hash"},
+    )
     async with engine.begin() as conn:
-        gone = await conn.execute(delete(t).where(t.c.session_hash == shash))
-        await conn.execute(
-            t.insert(),
-            {
-                "session_hash": shash,
-                "workspace": workspace,
-                "resolved": outcome.resolved,
-                "strong_odds": outcome.strong_odds,
-                "task": outcome.task,
-                "ts": time.time(),
-            },
-        )
-    return bool(gone.rowcount)
+        before = await conn.execute(select(t.c.ts).where(t.c.session_hash == shash))
+        existed = before.first() is not None
+        await conn.execute(stmt)
+    return existed
 
 
 async def handle_outcome(
@@ -159,8 +168,11 @@ async def handle_outcome(
                     404, "No served session with this id in this workspace", "session_not_found"
                 )
             replaced = await _store(engine, shash, workspace.name, outcome)
-        except (SQLAlchemyError, OSError):
-            log.warning("outcome not stored", extra={"workspace": workspace.name})
+        except (SQLAlchemyError, OSError) as err:
+            log.warning(
+                "outcome not stored",
+                extra={"workspace": workspace.name, "error_type": type(err).__name__},
+            )
             raise GatewayError(
                 503, "The gateway's database is unreachable", "database_unavailable"
             ) from None
