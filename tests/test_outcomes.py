@@ -16,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from admin_support import (
+    ADMIN,
     OTHER_TOKEN,
     STRONG,
     AdminClient,
@@ -157,6 +158,8 @@ def test_concurrent_posts_for_one_session_all_land_and_the_answer_follows(
     with ThreadPoolExecutor(8) as pool:
         codes = [r.status_code for r in pool.map(lambda b: post_outcome(gw, b), bodies)]
     assert codes == [200] * 8
+    scraped = httpx.get(f"{gw.url}/metrics", headers={"Authorization": f"Bearer {ADMIN}"}).text
+    assert 'tiergate_session_outcomes_total{result="replaced"}' in scraped
     after = admin.get("/stats/escalation-value", params=params).json()
     assert after["computed_at"] > first["computed_at"]  # an outcome arrived: recomputed
     [row] = after["routers"]

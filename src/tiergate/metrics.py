@@ -163,6 +163,15 @@ FEEDBACK_TOTAL = Counter(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+
+OUTCOMES_TOTAL = Counter(
+    "session_outcomes",
+    "Session outcome posts (POST /v1/outcomes), by result "
+    "(recorded, replaced, refused, unavailable).",
+    ["result"],
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
 CONFIG_VERSION = Gauge(
     "config_version",
     "The shared config version live in this process.",

@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
 
+from tiergate import metrics
 from tiergate.db import session_outcomes_table, usage_table
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import OPENAI
@@ -177,10 +178,12 @@ async def handle_outcome(
                 503, "The gateway's database is unreachable", "database_unavailable"
             ) from None
     except GatewayError as err:
+        metrics.OUTCOMES_TOTAL.labels("unavailable" if err.status == 503 else "refused").inc()
         log.info(
             "outcome refused", extra={"status": err.status, "error_type": err.code or "invalid"}
         )
         return gateway.error_response(OPENAI, err, dict(err.headers or {}))
+    metrics.OUTCOMES_TOTAL.labels("replaced" if replaced else "recorded").inc()
     log.info(
         "outcome recorded",
         extra={"workspace": workspace.name, "session_hash": shash, "replaced": replaced},
