@@ -4,6 +4,7 @@ counterfactual value (DESIGN.md), on SQLite and PostgreSQL, over real HTTP."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -152,8 +153,16 @@ def test_concurrent_posts_for_one_session_all_land_and_the_answer_follows(
     served = run_session(gw, 2)
     params = {"router": "esc", "odds": "0.3"}
     first = admin.get("/stats/escalation-value", params=params).json()
-    again = admin.get("/stats/escalation-value", params=params).json()
-    assert again["computed_at"] == first["computed_at"]  # reused
+    again = admin.get("/stats/escalation-value", params=params).json()  # a new `until`
+    crossed = int(again["until"] // 30) != int(first["until"] // 30)  # a new 30 s grain
+    assert again["computed_at"] == first["computed_at"] or crossed  # reused
+    now = time.time()  # as the dashboard asks: an explicit window ending now
+    window = {**params, "since": str(now - 3600), "until": str(now)}
+    polled = admin.get("/stats/escalation-value", params=window).json()
+    window = {**params, "since": str(now - 3599), "until": str(now + 1)}
+    repolled = admin.get("/stats/escalation-value", params=window).json()
+    if int(now // 30) == int((now + 1) // 30):  # the same 30 s grain
+        assert repolled["computed_at"] == polled["computed_at"]
     bodies = [{"session_id": served.session, "resolved": i % 2} for i in range(8)]
     with ThreadPoolExecutor(8) as pool:
         codes = [r.status_code for r in pool.map(lambda b: post_outcome(gw, b), bodies)]

@@ -189,7 +189,10 @@ async def escalation_value(ctx: AdminContext, request: Request) -> Response:
     u, o = usage_table, session_outcomes_table
     async with engine.connect() as conn:
         count, latest = (await conn.execute(select(func.count(), func.max(o.c.ts)))).one()
-    key = (tuple(sorted(request.query_params.multi_items())), int(count), latest)
+    # the dashboard asks for "the last 7 days" with a new `until` every poll: times
+    # count to the cache's grain, so polls within one grain share an answer
+    grain = (int(since // CACHE_SECONDS), int(until // CACHE_SECONDS))
+    key = (router_filter, workspace_filter, default_odds, *grain, int(count), latest)
     answers = _answers.setdefault(engine, _Answers())
     now = time.time()
     cached = answers.get(key, now)
