@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from escalation_support import T0, SessionDriver, make_router
+from tiergate.config import UNMAPPED_CACHE_WINDOW
 from tiergate.routing.admission import (
     AdmissionCounters,
     admission_refused,
@@ -29,35 +30,45 @@ from tiergate.state.memory import MemoryStore
 _traffic = st.lists(st.tuples(st.integers(0, 7), st.booleans()), min_size=40, max_size=160)
 
 
-async def _play(mode: str, traffic: list[tuple[int, bool]]) -> list[SessionDriver]:
+async def _play(
+    mode: str, traffic: list[tuple[int, bool]], gaps: dict[int, list[float]] | None = None
+) -> list[SessionDriver]:
+    """Play `traffic`, 7 s apart; `gaps` gets each session's idle time before
+    each of its turns (a session left alone past the cache window goes cold)."""
     store = MemoryStore(clock=lambda: T0)
     router = make_router(share_cap_percent=20, share_warmup_requests=5, share_cap_mode=mode)
     drivers = [SessionDriver(store, router, scope=f"default:s{i}") for i in range(8)]
+    last: dict[int, float] = {}
     now = T0
     for i, high in traffic:
         now += 7.0
         d = drivers[i]
         d.now = now
+        if gaps is not None:
+            gaps.setdefault(i, []).append(now - last.get(i, now))
         await d.turn(delta=0.9 if high else 0.2, idle=0.0)
         now = d.now
+        last[i] = now
     return drivers
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_traffic)
 def test_admit_never_cuts_off_an_escalated_session(traffic: list[tuple[int, bool]]) -> None:
-    drivers = asyncio.run(_play("admit", traffic))
-    for d in drivers:
+    gaps: dict[int, list[float]] = {}
+    drivers = asyncio.run(_play("admit", traffic, gaps))
+    for i, d in enumerate(drivers):
         strong_run = False
-        for t in d.history:
+        for t, gap in zip(d.history, gaps.get(i, []), strict=True):
             dec = t.decision
             if strong_run and dec.session_tier == "strong":
                 assert dec.serve_tier == "strong", dec.header  # never base mid-rescue
+            if dec.reason == "de_escalated":  # only once the cache went cold (seed 4.4)
+                assert gap > UNMAPPED_CACHE_WINDOW, gap
             if dec.reason in ("de_escalated", "reset"):
                 strong_run = False
             if dec.session_tier == "strong" and dec.serve_tier == "strong":
                 strong_run = True
-        assert not any(t.decision.reason == "de_escalated" for t in d.history)  # warm: never
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

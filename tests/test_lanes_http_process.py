@@ -81,6 +81,13 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
 
 LEASE = 2  # seconds: the in-flight lease, renewed every third of that while a turn runs
 
+# DOOMED_AFTER: the doomed gateway's port is picked (free_port) only once the
+# survivor is listening. Picked before, the survivor's own bind(0) could be handed
+# the same just-freed port while the doomed process was still starting: the
+# doomed then failed to bind, the health check answered from the survivor, and
+# the "killed" stream was the survivor's own (seen twice on CI as a 200 where
+# the held lease means 409).
+
 
 def serve_doomed(
     tmp_path: Path, sim_url: str, tiers: dict[str, Any], env: dict[str, str]
@@ -135,10 +142,10 @@ def test_a_killed_gateways_lane_serves_again_within_the_lease(
     migrate(lanes)
     tiers = {"backend": "sqlite", "sqlite_path": str(lanes)}
     env = {"SESSION_TIER_MODE": "sticky", "SESSION_TIER_LEASE_SECONDS": str(LEASE)}
-    doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)
-    try:
-        # the survivor shares the SQLite file, as a second instance or a restart would
-        with gateway(paced_sim.url, env=env, session_tiers=tiers) as survivor:
+    # the survivor shares the SQLite file, as a second instance or a restart would
+    with gateway(paced_sim.url, env=env, session_tiers=tiers) as survivor:
+        doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)  # see DOOMED_AFTER
+        try:
             wait_ready(url, doomed, log)
             lane = session()
             long_turn = turn(
@@ -175,9 +182,9 @@ def test_a_killed_gateways_lane_serves_again_within_the_lease(
             taken = survivor.lane(lane)
             assert taken is not None and taken.tools_unknown and taken.lease_id is None
             print(f"lane served again {served_after:.2f}s after kill -9 (lease {LEASE}s)")
-    finally:
-        doomed.kill()
-        doomed.wait(10)
+        finally:
+            doomed.kill()
+            doomed.wait(10)
 
 
 def test_an_operator_releases_a_killed_gateways_lane_at_once(
@@ -189,10 +196,10 @@ def test_an_operator_releases_a_killed_gateways_lane_at_once(
     migrate(lanes)
     tiers = {"backend": "sqlite", "sqlite_path": str(lanes)}
     env = {"SESSION_TIER_MODE": "sticky"}
-    doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)
-    try:
-        server = {"cooldown_seconds": 5, "max_attempts": 3, "admin_token": ADMIN}
-        with gateway(paced_sim.url, env=env, session_tiers=tiers, server=server) as survivor:
+    server = {"cooldown_seconds": 5, "max_attempts": 3, "admin_token": ADMIN}
+    with gateway(paced_sim.url, env=env, session_tiers=tiers, server=server) as survivor:
+        doomed, url, log = serve_doomed(tmp_path, paced_sim.url, tiers, env)  # see DOOMED_AFTER
+        try:
             wait_ready(url, doomed, log)
             lane = session()
             long_turn = turn(
@@ -202,6 +209,9 @@ def test_an_operator_releases_a_killed_gateways_lane_at_once(
                 **managed(lane, MINI),
             )
             request_id = kill_mid_stream(doomed, url, long_turn)
+            held = survivor.lane(lane)
+            assert held is not None and held.lease_owner is not None, "no lease was taken"
+            assert f":{doomed.pid}:" in held.lease_owner, "the stream was not the doomed one's"
             quick = turn("auto:coding", user("Short [[sim:output=2]]"), **managed(lane, MINI))
             assert chat(survivor.url, quick).status_code == 409  # a lease of up to 60 s
             admin = {"authorization": f"Bearer {ADMIN}", "x-tiergate-actor": "oncall-amy"}
@@ -213,9 +223,9 @@ def test_an_operator_releases_a_killed_gateways_lane_at_once(
             (done,) = released.json()["released"]
             assert done["was_leased"] and done["lease_owner"] == view["lease_owner"]
             assert resolved(chat(survivor.url, quick)) == "openai/gpt-5-mini"  # at once
-    finally:
-        doomed.kill()
-        doomed.wait(10)
+        finally:
+            doomed.kill()
+            doomed.wait(10)
 
 
 def _tables(path: Path) -> set[str]:
