@@ -84,9 +84,10 @@ LEASE = 2  # seconds: the in-flight lease, renewed every third of that while a t
 # DOOMED_AFTER: the doomed gateway's port is picked (free_port) only once the
 # survivor is listening. Picked before, the survivor's own bind(0) could be handed
 # the same just-freed port while the doomed process was still starting: the
-# doomed then failed to bind, the health check answered from the survivor, and
-# the "killed" stream was the survivor's own (seen twice on CI as a 200 where
-# the held lease means 409).
+# doomed would then fail to bind, the health check answer from the survivor, and
+# the "killed" stream be the survivor's own. That is our reading of two CI runs
+# that got a 200 where the held lease means 409 (not reproduced locally); the
+# lease-owner check below now names the cause if it happens again.
 
 
 def serve_doomed(
