@@ -35,7 +35,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.requests import Request
 from starlette.responses import Response
 
-from tiergate.api.admin_common import AdminContext, invalid, json_response, parse_time
+from tiergate.api.admin_common import AdminContext, invalid, json_response
+from tiergate.api.admin_stats import _window
 from tiergate.db import session_outcomes_table, usage_table
 from tiergate.replay.counterfactual import SessionValue, curves, score
 from tiergate.routing.affinity import STRONG_TIER
@@ -100,17 +101,6 @@ def fold_sessions(rows: Iterable[UsageTurn]) -> dict[str, dict[str, _Session]]:
             if s.first_strong is None:
                 s.first_strong = s.turns
     return dict(by_router)
-
-
-def _window(request: Request) -> tuple[float, float]:
-    qp = request.query_params
-    until = parse_time(qp.get("until"), "until")
-    until = time.time() if until is None else until
-    since = parse_time(qp.get("since"), "since")
-    since = until - DEFAULT_WINDOW if since is None else since
-    if since >= until:
-        raise invalid("since must be before until")
-    return since, until
 
 
 def _default_odds(request: Request) -> float:
@@ -181,7 +171,7 @@ _answers: weakref.WeakKeyDictionary[AsyncEngine, _Answers] = weakref.WeakKeyDict
 
 
 async def escalation_value(ctx: AdminContext, request: Request) -> Response:
-    since, until = _window(request)
+    since, until = _window(request, default_seconds=DEFAULT_WINDOW)
     default_odds = _default_odds(request)
     router_filter = request.query_params.get("router") or None
     workspace_filter = request.query_params.get("workspace") or None
