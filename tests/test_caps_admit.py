@@ -17,7 +17,12 @@ from hypothesis import strategies as st
 from escalation_support import T0, SessionDriver, make_router
 from tiergate.config import UNMAPPED_CACHE_WINDOW
 from tiergate.routing.admission import (
+    SLOT_FIELDS,
+    SLOT_SECONDS,
     AdmissionCounters,
+    admission_from_values,
+    admission_incrs,
+    admission_keys,
     admission_refused,
     mean_session_turns,
     projected_share,
@@ -144,3 +149,35 @@ def test_projection_and_forecast() -> None:
     assert mean_session_turns(400, 20) == 20.0
     assert remaining_turns(10.0, 3) == 7.0
     assert remaining_turns(10.0, 9) == 5.0  # at least half the mean
+
+
+_counter = st.one_of(st.none(), st.integers(0, 10_000).map(lambda n: str(n / 4).encode()))
+
+
+@given(st.integers(1, 7), st.data())
+def test_admission_decode_is_the_plain_fold(days: int, data: st.DataObject) -> None:
+    """The decode skips absent counters for speed; it must equal summing each
+    field over the live slots, and the sessions over the days."""
+    values = data.draw(st.lists(_counter, min_size=days + 8, max_size=days + 8))
+    n = len(SLOT_FIELDS)
+    num = [float(v) if v is not None else 0.0 for v in values]
+    slots = num[days:]
+    want = AdmissionCounters(sum(num[:days]), *(sum(slots[i::n]) for i in range(n)))
+    assert admission_from_values(values, days) == want
+
+
+@given(st.floats(0, 4e9), st.integers(1, 7), st.booleans())
+def test_admission_keys_follow_the_day_and_the_slot(now: float, days: int, ws: bool) -> None:
+    """The key names are cached per (scope, day, slot): a later time in the same
+    slot reads the same keys, the next slot shifts them, and every increment the
+    commit writes now is among the keys read now."""
+    keys = admission_keys("coding", now, days, workspace=ws)
+    assert len(keys) == days + 2 * len(SLOT_FIELDS) and len(set(keys)) == len(keys)
+    start = now - now % SLOT_SECONDS
+    assert admission_keys("coding", start, days, workspace=ws) == keys
+    later = admission_keys("coding", start + SLOT_SECONDS, days, workspace=ws)
+    assert later[days + len(SLOT_FIELDS) :] == keys[days : days + len(SLOT_FIELDS)]
+    slot = int(now // SLOT_SECONDS)
+    written = admission_incrs("coding", "coding", now, days, True, [(slot, 3.0, 1.0)], [])
+    prefix = "esc:wadmit:" if ws else "esc:admit:"
+    assert {i.key for i in written if i.key.startswith(prefix)} <= set(keys)

@@ -46,6 +46,7 @@ only the keys listed by `admission_keys` and the increments of `admission_incrs`
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -98,23 +99,35 @@ def _prefix(scope: str, workspace: bool) -> str:
     return f"esc:wadmit:{scope}" if workspace else f"esc:admit:{scope}"
 
 
-def admission_keys(scope: str, now: float, window_days: int, workspace: bool = False) -> list[str]:
-    """Day buckets of sessions started, then SLOT_FIELDS per live slot."""
-    p = _prefix(scope, workspace)
-    keys = [f"{p}:{d}:sess" for d in day_stamps(now, window_days)]
-    current = slot_of(now)
+def admission_keys(
+    scope: str, now: float, window_days: int, workspace: bool = False
+) -> tuple[str, ...]:
+    """Day buckets of sessions started, then SLOT_FIELDS per live slot.
+
+    The names change only when the day or the slot does, so they are built once
+    per (scope, day, slot): every escalating request reads them (issue #29's
+    planning budget)."""
+    day = int(now // _DAY)
+    return _admission_keys(_prefix(scope, workspace), day, slot_of(now), window_days)
+
+
+@functools.lru_cache(maxsize=1024)
+def _admission_keys(prefix: str, day: int, current: int, window_days: int) -> tuple[str, ...]:
+    keys = [f"{prefix}:{d}:sess" for d in day_stamps(day * _DAY, window_days)]
     for slot in range(current, current - SLOTS_READ, -1):
-        keys += [f"{p}:s{slot}:{f}" for f in SLOT_FIELDS]
-    return keys
+        keys += [f"{prefix}:s{slot}:{f}" for f in SLOT_FIELDS]
+    return tuple(keys)
 
 
 def admission_from_values(values: Sequence[bytes | None], window_days: int) -> AdmissionCounters:
-    """Decode the values read for `admission_keys` (same window)."""
-    sessions = sum(counter_value(v) for v in values[:window_days])
-    slots = values[window_days:]
+    """Decode the values read for `admission_keys` (same window). Most counters
+    are absent (a slot's fields exist only once a session reserved in it)."""
+    totals = [0.0] * (1 + len(SLOT_FIELDS))
     n = len(SLOT_FIELDS)
-    fields = [sum(counter_value(v) for v in slots[i::n]) for i in range(n)]
-    return AdmissionCounters(sessions, *fields)
+    for i, raw in enumerate(values):
+        if raw is not None:
+            totals[0 if i < window_days else 1 + (i - window_days) % n] += counter_value(raw)
+    return AdmissionCounters(*totals)
 
 
 # ---- forecast and decision (pure) ------------------------------------------------

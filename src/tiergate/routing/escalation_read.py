@@ -93,14 +93,12 @@ def plan_snapshot_read(
             tuple(workspace_share_keys(workspace, now, esc.share_window_days)) if workspace else ()
         ),
         score_keys=tuple(histogram_keys(router.name, now)) if percentile_on(esc) else (),
-        admission_keys=tuple(admission_keys(router.name, now, esc.share_window_days))
-        if admit
-        else (),
-        workspace_admission_keys=tuple(
+        admission_keys=admission_keys(router.name, now, esc.share_window_days) if admit else (),
+        workspace_admission_keys=(
             admission_keys(workspace, now, esc.share_window_days, workspace=True)
-        )
-        if admit and workspace
-        else (),
+            if admit and workspace
+            else ()
+        ),
         window_days=esc.share_window_days,
     )
 
