@@ -84,6 +84,9 @@ def test_engine_counts_store_round_trips_and_depth(tmp_path: Path) -> None:
     assert data["depth"]["turn_200"]["messages"] > data["depth"]["turn_2"]["messages"]
     assert data["depth"]["plan_ratio"] > 0
     assert all(r["turns_per_s"] > 0 for r in data["replay"])
+    modes = data["cap_modes"][0]
+    assert modes["admit_plan_us_p50"] > 0 and modes["suppress_plan_us_p50"] > 0
+    assert modes["turns"] == memory["turns"]
     if _redis_up():
         redis = data["per_turn"][1]
         assert redis["wire_round_trips_plan"] >= 1  # the counter sees real Redis traffic
