@@ -22,6 +22,14 @@ Side by side, sessions alternating in the same run and process:
   none       every memo this process can turn off, off (the message memo too)
 Reported per window of 10 turns: the median CPU per request (us) and, last,
 the ratio of the final window to turns 2-11.
+
+That ratio compares turns measured seconds apart, and this VM drifts by more
+than the bar between runs of one build (1.05-2.1x). `--staggered` therefore
+also runs, per session, a second session of the same turns that starts when
+the first reaches turn N-10, the two sent alternately (which goes first
+alternating too): the old session's turns N-9..N and the young one's turns
+2-11 are measured at the same time, on the same process and caches, as a
+gateway serving a long and a new session at once does. Reported as its own row.
 """
 
 from __future__ import annotations
@@ -130,6 +138,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     gateway = app.state.tiergate.gateway
     model = common.MODELS[args.variant]
     cpu: dict[tuple[str, str], list[list[float]]] = {}
+    staggered: dict[tuple[str, str], list[tuple[list[float], list[float]]]] = {}
     saved: dict[str, Any] = {}
     profile = cProfile.Profile() if args.profile else None
     bad = 0
@@ -158,6 +167,10 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
                         bad += status != 200
                     cpu.setdefault((fmt, mode), []).append(row)
                     print(f"  {fmt} {mode} session {rep + 1} done", file=sys.stderr)
+                    if args.staggered:
+                        pair = await _staggered(app, PATHS[fmt], bodies, f"{sid}-stag")
+                        bad += pair[2]
+                        staggered.setdefault((fmt, mode), []).append(pair[:2])
         _set_mode(gateway, "memos", saved)
         await gateway.drain()
     finally:
@@ -168,7 +181,33 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     if profile is not None:
         print(f"\ncProfile of the last {args.profile} turns of each memos session:")
         pstats.Stats(profile, stream=sys.stdout).sort_stats("tottime").print_stats(30)
-    return {"cpu": cpu, "non_200": bad, "sizes": sizes}
+    return {"cpu": cpu, "staggered": staggered, "non_200": bad, "sizes": sizes}
+
+
+async def _timed(app: Any, path: str, body: bytes, sid: str) -> tuple[float, int]:
+    t0 = time.process_time()
+    status = await _send(app, path, body, sid)
+    return (time.process_time() - t0) * 1e6, status
+
+
+async def _staggered(
+    app: Any, path: str, bodies: list[bytes], sid: str
+) -> tuple[list[float], list[float], int]:
+    """An old session's last 10 turns and a young one's turns 2-11, interleaved
+    (see the module docstring); (old CPU, young CPU, non-200 replies)."""
+    n, bad = len(bodies), 0
+    for body in bodies[: n - 11]:  # the old session up to turn N-11, untimed
+        bad += await _send(app, path, body, f"{sid}-old") != 200
+    old: list[float] = []
+    young: list[float] = []
+    for j in range(11):  # old turn N-10+j beside young turn 1+j
+        pairs = [(old, bodies[n - 11 + j], f"{sid}-old"), (young, bodies[j], f"{sid}-young")]
+        for out, body, who in pairs if j % 2 else pairs[::-1]:
+            us, status = await _timed(app, path, body, who)
+            bad += status != 200
+            if j:  # turn N-10 and turn 1 only set the pair up
+                out.append(us)
+    return old, young, bad
 
 
 def windows(turns: int) -> list[tuple[int, int]]:
@@ -196,6 +235,19 @@ def report(res: dict[str, Any], args: argparse.Namespace) -> None:
             medians.append(med)
             cells.append(f"{med:,.0f} ({sizes[b - 1] / 1024:,.0f} KB)")
         print(f"| {fmt} | {mode} | " + " | ".join(cells) + f" | {medians[-1] / medians[0]:.2f} |")
+    if res["staggered"]:
+        last = f"{args.turns - 9}-{args.turns}"
+        print(f"\nstaggered: turns {last} of one session beside turns 2-11 of another, same time")
+        print(f"| format | mode | turns 2-11 | turns {last} | last / first |")
+        print("|---|---|---|---|---|")
+        for (fmt, mode), pairs in res["staggered"].items():
+            sizes = res["sizes"][fmt]
+            young = statistics.median(v for _, y in pairs for v in y)
+            old = statistics.median(v for o, _ in pairs for v in o)
+            print(
+                f"| {fmt} | {mode} | {young:,.0f} ({sizes[10] / 1024:,.0f} KB) "
+                f"| {old:,.0f} ({sizes[-1] / 1024:,.0f} KB) | {old / young:.2f} |"
+            )
     if res["non_200"]:
         print(f"\nnon-200 replies: {res['non_200']}")
 
@@ -215,12 +267,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--profile", type=int, default=0, help="cProfile this many last turns (memos mode)"
     )
+    p.add_argument(
+        "--staggered",
+        action="store_true",
+        help="also time turns 2-11 beside another session's last 10 turns",
+    )
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     args = p.parse_args(argv)
     if args.quick:
-        args.turns, args.sessions = 14, 1
-    if args.turns < 12:
-        p.error("--turns must be at least 12 (10-turn windows)")
+        args.turns, args.sessions = (22 if args.staggered else 14), 1
+    if args.turns < 12 or (args.staggered and args.turns < 22):
+        p.error("--turns must be at least 12 (10-turn windows), 22 with --staggered")
     info = common.machine_info()
     common.print_machine(info)
     sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
@@ -237,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
         "windows": windows(args.turns),
         "sizes": res["sizes"],
         "cpu_us": {f"{fmt}/{mode}": rows for (fmt, mode), rows in res["cpu"].items()},
+        "staggered_us": {
+            f"{fmt}/{mode}": [{"old": o, "young": y} for o, y in pairs]
+            for (fmt, mode), pairs in res["staggered"].items()
+        },
         "non_200": res["non_200"],
     }
     print(f"\nJSON: {common.write_result('session_cpu', payload)}")

@@ -170,6 +170,25 @@ def test_session_cpu_bench_replays_sessions_with_the_memos_on_and_off(tmp_path: 
     assert all(len(row) == 14 and min(row) > 0 for rows in data["cpu_us"].values() for row in rows)
 
 
+def test_session_cpu_staggered_times_a_young_session_beside_an_old_one(tmp_path: Path) -> None:
+    """--staggered: ten timed turns of each session of the pair, all answered 200."""
+    data = run_bench(
+        "bench_session_cpu.py",
+        tmp_path,
+        "--state",
+        "memory",
+        "--staggered",
+        "--modes",
+        "memos",
+        "--format",
+        "openai",
+        timeout=120,
+    )
+    assert data["non_200"] == 0 and len(data["cpu_us"]["openai/memos"][0]) == 22
+    (pair,) = data["staggered_us"]["openai/memos"]
+    assert len(pair["old"]) == len(pair["young"]) == 10 and min(pair["old"] + pair["young"]) > 0
+
+
 @pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
 def test_request_profile_runs_the_agent_pipeline_in_process(mode: str) -> None:
     """bench/profile_request.py: every request through the ASGI app is answered 200."""
