@@ -30,6 +30,8 @@ the first reaches turn N-10, the two sent alternately (which goes first
 alternating too): the old session's turns N-9..N and the young one's turns
 2-11 are measured at the same time, on the same process and caches, as a
 gateway serving a long and a new session at once does. Reported as its own row.
+The young session has a task of its own; `--twins` gives it the old one's (the
+same opening messages: one task run twice at once).
 """
 
 from __future__ import annotations
@@ -168,7 +170,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
                     cpu.setdefault((fmt, mode), []).append(row)
                     print(f"  {fmt} {mode} session {rep + 1} done", file=sys.stderr)
                     if args.staggered:
-                        pair = await _staggered(app, PATHS[fmt], bodies, f"{sid}-stag")
+                        pair = await _staggered(app, PATHS[fmt], bodies, f"{sid}-stag", args.twins)
                         bad += pair[2]
                         staggered.setdefault((fmt, mode), []).append(pair[:2])
         _set_mode(gateway, "memos", saved)
@@ -184,6 +186,10 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     return {"cpu": cpu, "staggered": staggered, "non_200": bad, "sizes": sizes}
 
 
+#: The sessions' task (bench_parse_memo.bodies), and another of the same length.
+_TASK, _OTHER_TASK = b"Fix the date parser", b"Fix the time parser"
+
+
 async def _timed(app: Any, path: str, body: bytes, sid: str) -> tuple[float, int]:
     t0 = time.process_time()
     status = await _send(app, path, body, sid)
@@ -191,17 +197,21 @@ async def _timed(app: Any, path: str, body: bytes, sid: str) -> tuple[float, int
 
 
 async def _staggered(
-    app: Any, path: str, bodies: list[bytes], sid: str
+    app: Any, path: str, bodies: list[bytes], sid: str, twins: bool = False
 ) -> tuple[list[float], list[float], int]:
     """An old session's last 10 turns and a young one's turns 2-11, interleaved
-    (see the module docstring); (old CPU, young CPU, non-200 replies)."""
+    (see the module docstring); (old CPU, young CPU, non-200 replies). The young
+    session works on another task of the same length unless `twins`: then its
+    opening messages are the old one's (one task run twice)."""
     n, bad = len(bodies), 0
+    other = [b.replace(_TASK, _OTHER_TASK) for b in bodies[:11]]
+    young_bodies = bodies[:11] if twins else other
     for body in bodies[: n - 11]:  # the old session up to turn N-11, untimed
         bad += await _send(app, path, body, f"{sid}-old") != 200
     old: list[float] = []
     young: list[float] = []
     for j in range(11):  # old turn N-10+j beside young turn 1+j
-        pairs = [(old, bodies[n - 11 + j], f"{sid}-old"), (young, bodies[j], f"{sid}-young")]
+        pairs = [(old, bodies[n - 11 + j], f"{sid}-old"), (young, young_bodies[j], f"{sid}-young")]
         for out, body, who in pairs if j % 2 else pairs[::-1]:
             us, status = await _timed(app, path, body, who)
             bad += status != 200
@@ -271,6 +281,11 @@ def main(argv: list[str] | None = None) -> int:
         "--staggered",
         action="store_true",
         help="also time turns 2-11 beside another session's last 10 turns",
+    )
+    p.add_argument(
+        "--twins",
+        action="store_true",
+        help="--staggered's young session repeats the old one's task (same opening messages)",
     )
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     args = p.parse_args(argv)
