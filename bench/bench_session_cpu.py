@@ -204,8 +204,10 @@ async def _staggered(
     session works on another task of the same length unless `twins`: then its
     opening messages are the old one's (one task run twice)."""
     n, bad = len(bodies), 0
-    other = [b.replace(_TASK, _OTHER_TASK) for b in bodies[:11]]
-    young_bodies = bodies[:11] if twins else other
+    young_bodies = bodies[:11]
+    if not twins:
+        assert all(_TASK in b for b in young_bodies), "bench_parse_memo's task text changed"
+        young_bodies = [b.replace(_TASK, _OTHER_TASK) for b in young_bodies]
     for body in bodies[: n - 11]:  # the old session up to turn N-11, untimed
         bad += await _send(app, path, body, f"{sid}-old") != 200
     old: list[float] = []
