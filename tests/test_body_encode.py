@@ -93,3 +93,23 @@ def test_the_memo_is_bounded() -> None:
         msgs = [{"role": "user", "content": f"{i}{j}" * 100} for j in range(MIN_ELEMENTS)]
         memo.dumps({"messages": msgs})
     assert len(memo) <= 2 and memo.bytes_held <= 5_000
+
+
+def test_two_live_conversations_opening_alike_each_reuse_their_whole_history() -> None:
+    """Issue #30's twin defect: the same first two messages must not make two
+    conversations take each other's slot."""
+    memo = BodyEncodeMemo()
+    opening = [{"role": "system", "content": "s"}, {"role": "user", "content": "task"}]
+    old, young = [*opening], [*opening]
+    for i in range(40):
+        old.append({"role": "tool", "content": f"old {i}"})
+        assert memo.dumps({"messages": old}) == orjson.dumps({"messages": old})
+    for i in range(10):
+        young.append({"role": "tool", "content": f"young {i}"})
+        assert memo.dumps({"messages": young}) == orjson.dumps({"messages": young})
+        first = len(young) == MIN_ELEMENTS  # the opening alone is the old one's
+        assert memo.reused == (0 if len(young) < MIN_ELEMENTS else 2 if first else len(young) - 1)
+        old.append({"role": "tool", "content": f"old {40 + i}"})
+        assert memo.dumps({"messages": old}) == orjson.dumps({"messages": old})
+        assert memo.reused == len(old) - 1
+    assert len(memo) == 2

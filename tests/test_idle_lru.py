@@ -4,13 +4,9 @@ memory climbed through a soak because per-session summaries were only dropped af
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
-from tiergate.core.idle_lru import IdleLru, SizedLru
+from tiergate.core.idle_lru import IdleLru
 from tiergate.core.model import ChatRequest, Message, TextPart
 from tiergate.routing import transcript
 from tiergate.routing.transcript import TranscriptCache
@@ -76,46 +72,3 @@ def test_an_active_session_keeps_its_summary() -> None:
     clock.now += transcript.TRANSCRIPT_IDLE_SECONDS - 1
     again = cache.summarize("s", _req(0, 2))
     assert again.count == first.count + 2 and len(cache) == 1
-
-
-@settings(max_examples=200, deadline=None)
-@given(
-    st.lists(
-        st.tuples(
-            st.sampled_from(["put", "get", "pop", "wait"]),
-            st.sampled_from("abcde"),
-            st.integers(0, 40),
-        ),
-        max_size=40,
-    )
-)
-def test_sized_lru_keeps_its_three_bounds_like_a_plain_model(ops: list[Any]) -> None:
-    """SizedLru against a list-based model: same entries, sizes and order after
-    every operation, and never over a bound once a put has run."""
-    clock = Clock()
-    lru: SizedLru[str, int] = SizedLru(limit=3, max_size=60, idle_seconds=10, clock=clock)
-    model: list[tuple[str, float, int]] = []  # (key, last put, size), oldest first
-
-    def fresh(entry: tuple[str, float, int]) -> bool:
-        return clock.now - entry[1] <= 10
-
-    for op, key, n in ops:
-        held = next((e for e in model if e[0] == key), None)
-        if op == "wait":
-            clock.now += n / 4
-        elif op == "get":
-            assert lru.get(key) == (held[2] if held and fresh(held) else None)
-        elif op == "pop":
-            assert lru.pop(key) == (held[2] if held and fresh(held) else None)
-            model = [e for e in model if e[0] != key]
-        else:
-            lru.put(key, n, n)
-            model = [e for e in model if e[0] != key] + [(key, clock.now, n)]
-            while model and (
-                not fresh(model[0]) or len(model) > 3 or sum(e[2] for e in model) > 60
-            ):
-                model.pop(0)
-            assert len(lru) <= 3 and lru.size <= 60
-        assert len(lru) == len(model) and lru.size == sum(e[2] for e in model)
-    lru.clear()
-    assert len(lru) == 0 and lru.size == 0

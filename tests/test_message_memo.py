@@ -184,3 +184,25 @@ def test_a_malformed_role_is_refused_not_a_crash() -> None:
     for role in ([], {"a": 1}):
         raws = [{"role": role, "content": "x"}, {"role": "user", "content": "y"}]
         assert memo.match("openai", raws) is None
+
+
+def test_two_live_conversations_opening_alike_each_reuse_their_whole_history() -> None:
+    """Issue #30's twin defect: a task run twice at once sends the same first two
+    messages; each conversation must keep its own slot, not take the other's."""
+    memo = MessageMemo()
+    opening = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    old = [*opening]
+    for i in range(30):
+        old += [{"role": "assistant", "content": f"a{i}"}, {"role": "user", "content": f"u{i}"}]
+        parse_request(body(old), memo, 10)
+    young = [*opening]
+    for i in range(5):
+        young += [{"role": "assistant", "content": f"b{i}"}, {"role": "user", "content": f"v{i}"}]
+        reuse = memo.match("openai", body(young)["messages"])
+        assert reuse is not None and reuse.count == (2 if i == 0 else len(young) - 2)
+        parse_request(body(young), memo, 10)
+        old += [{"role": "assistant", "content": f"c{i}"}, {"role": "user", "content": f"w{i}"}]
+        reuse = memo.match("openai", body(old)["messages"])
+        assert reuse is not None and reuse.count == len(old) - 2  # its own history, whole
+        parse_request(body(old), memo, 10)
+    assert len(memo) == 2

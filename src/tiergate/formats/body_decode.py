@@ -27,25 +27,20 @@ from __future__ import annotations
 import re
 import time
 from bisect import bisect_right
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
+
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
 MIN_BYTES = 16 * 1024
 #: Leading bytes that key a slot; conversations sharing them are told apart by
-#: the compare (at most PER_KEY of them are kept per key).
+#: the compare (core/slot_groups.py keeps several per key: a body continuing one
+#: takes its place, any other gets a slot of its own).
 KEY_BYTES = 256
-PER_KEY = 16
-#: A body sharing more than the first element and all but this many of a slot's
-#: elements continues its conversation
-#: (a client may edit its latest messages: Claude Code moves its cache marker) and
-#: takes the slot's place; one sharing fewer is another conversation with the same
-#: beginning (one agent's system prompt) and gets a slot of its own.
-CONTINUATION_SLACK = 2
 DEFAULT_SLOTS = 128
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
@@ -67,7 +62,10 @@ class _Slot:
     raws: list[Any]  #: the array's decoded elements
     head: dict[str, Any]  #: the members before the array, the array's key last
     rest: dict[str, Any]  #: the members after it
-    used: float
+
+
+def _elements(slot: _Slot) -> int:
+    return len(slot.ends)
 
 
 def common_prefix(a: bytes, b: bytes) -> int:
@@ -169,17 +167,7 @@ class BodyDecodeMemo:
     last decode (see the module docstring). `field` is the array the conversation
     grows: `messages` (chat completions, Anthropic) or `input` (Responses)."""
 
-    __slots__ = (
-        "_bytes",
-        "_clock",
-        "_count",
-        "_groups",
-        "idle_seconds",
-        "key_bytes",
-        "limit",
-        "max_bytes",
-        "min_bytes",
-    )
+    __slots__ = ("_slots", "key_bytes", "min_bytes")
 
     def __init__(
         self,
@@ -192,31 +180,30 @@ class BodyDecodeMemo:
     ) -> None:
         self.min_bytes = min_bytes
         self.key_bytes = key_bytes
-        self.limit = limit
-        self.max_bytes = max_bytes
-        self.idle_seconds = idle_seconds
-        self._clock = clock
-        #: slots by their body's leading bytes, most recently used first in each group;
-        #: groups in least-recently-used order
-        self._groups: OrderedDict[tuple[str, bytes], list[_Slot]] = OrderedDict()
-        self._bytes = 0
-        self._count = 0
+        #: slots by the array's field and their body's leading bytes
+        self._slots: SlotGroups[tuple[str, bytes], _Slot] = SlotGroups(
+            limit, max_bytes, idle_seconds, clock
+        )
 
     def __len__(self) -> int:
-        return self._count
+        return len(self._slots)
 
     @property
     def bytes_held(self) -> int:
-        return self._bytes
+        return self._slots.size
+
+    @property
+    def max_bytes(self) -> int:
+        return self._slots.max_size
 
     def loads(self, raw: bytes, field: str = "messages") -> Any:
         """`raw` decoded; orjson.JSONDecodeError exactly when orjson.loads raises it."""
         if len(raw) < self.min_bytes or len(raw) > self.max_bytes:
             return orjson.loads(raw)
         key = (field, raw[: self.key_bytes])
-        group = self._groups.get(key)
-        if group is not None:
-            found = self._warm(raw, field, key, group)
+        best = self._slots.best(key, lambda slot: _shared_elements(raw, slot), _elements)
+        if best is not None:
+            found = self._warm(raw, field, key, best)
             if found is not None:
                 return found
         body = orjson.loads(raw)
@@ -224,26 +211,9 @@ class BodyDecodeMemo:
             self._cold(raw, field, key, body)
         return body
 
-    def _best(self, raw: bytes, group: list[_Slot]) -> tuple[_Slot, int] | None:
-        """The slot sharing the most whole elements with `raw`, and that count."""
-        now = self._clock()
-        best: tuple[_Slot, int] | None = None
-        for slot in group:
-            if now - slot.used > self.idle_seconds:
-                continue
-            count = _shared_elements(raw, slot)
-            if count and (best is None or count > best[1]):
-                best = (slot, count)
-                if count == len(slot.ends):
-                    break
-        return best
-
     def _warm(
-        self, raw: bytes, field: str, key: tuple[str, bytes], group: list[_Slot]
+        self, raw: bytes, field: str, key: tuple[str, bytes], best: tuple[_Slot, int]
     ) -> dict[str, Any] | None:
-        best = self._best(raw, group)
-        if best is None:
-            return None
         slot, count = best
         pos = slot.ends[count - 1]
         scanned = scan_elements(raw, pos)
@@ -273,9 +243,8 @@ class BodyDecodeMemo:
         body = slot.head.copy()
         body[field] = raws
         body.update(rest)
-        if count > 1 and count + CONTINUATION_SLACK >= len(slot.ends):  # moved on
-            self._remove(key, slot)
-        self._add(key, _Slot(raw, ends, close, list(raws), slot.head, rest, self._clock()))
+        fresh_slot = _Slot(raw, ends, close, list(raws), slot.head, rest)
+        self._slots.add(key, fresh_slot, len(raw), best, _elements)
         return body
 
     def _cold(self, raw: bytes, field: str, key: tuple[str, bytes], body: dict[str, Any]) -> None:
@@ -298,39 +267,7 @@ class BodyDecodeMemo:
             head = orjson.loads(raw[:start] + b"0}")  # the array's key last, valued 0
         except orjson.JSONDecodeError:
             return
-        self._add(key, _Slot(raw, ends, close, list(raws), head, rest, self._clock()))
-
-    def _add(self, key: tuple[str, bytes], slot: _Slot) -> None:
-        group = self._groups.pop(key, None) or []
-        group.insert(0, slot)
-        self._groups[key] = group  # now the most recently used group
-        self._bytes += len(slot.data)
-        self._count += 1
-        if len(group) > PER_KEY:
-            self._remove(key, group[-1])
-        cutoff = slot.used - self.idle_seconds
-        while self._groups:
-            oldest_key, oldest = next(iter(self._groups.items()))
-            victim = oldest[-1]
-            over = self._count > self.limit or self._bytes > self.max_bytes
-            if victim.used >= cutoff and not over:
-                break
-            self._remove(oldest_key, victim)
-
-    def _remove(self, key: tuple[str, bytes], slot: _Slot) -> None:
-        group = self._groups.get(key)
-        if group is None:
-            return
-        for i, held in enumerate(group):
-            if held is slot:
-                del group[i]
-                self._bytes -= len(slot.data)
-                self._count -= 1
-                break
-        if not group:
-            del self._groups[key]
+        self._slots.add(key, _Slot(raw, ends, close, list(raws), head, rest), len(raw))
 
     def clear(self) -> None:
-        self._groups.clear()
-        self._bytes = 0
-        self._count = 0
+        self._slots.clear()

@@ -12,8 +12,10 @@ bytes are exact; only the new elements are encoded.
 
 `dumps(body)` is byte for byte `orjson.dumps(body)` (tests/test_body_encode.py,
 a property test); anything else (no array, a short one) is plain orjson. The
-reused objects must not be mutated (the render memo's rule already). Bounded by
-slot count, bytes held and idle time. Not thread-safe (one event loop per
+reused objects must not be mutated (the render memo's rule already). Slots are
+keyed by the array's first two elements, several to a key (core/slot_groups.py:
+two conversations that open alike each keep their own). Bounded by slot count,
+bytes held and idle time. Not thread-safe (one event loop per
 process). Pure: no I/O.
 """
 
@@ -27,7 +29,7 @@ from typing import Any
 
 import orjson
 
-from tiergate.core.idle_lru import SizedLru
+from tiergate.core.slot_groups import SlotGroups
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -53,6 +55,31 @@ class _Slot:
     ends: list[int]  #: offset just past each element, from `start`
 
 
+def _items(slot: _Slot) -> int:
+    return len(slot.items)
+
+
+def _shared(slot: _Slot, items: list[Any]) -> int:
+    """How many leading elements of `items` encode as the slot's did: the same
+    object, or one whose encoding is the slot's bytes (never mere equality:
+    1, 1.0 and True are equal and encode differently)."""
+    data, ends = slot.data, slot.ends
+    limit = min(len(slot.items), len(items))
+    same = list(map(operator.is_, slot.items[:limit], items[:limit]))  # a loop in C
+    count = 0
+    for _ in range(MAX_REENCODED):
+        try:
+            count = same.index(False, count)
+        except ValueError:
+            return limit
+        begin = ends[count - 1] + 1 if count else 1
+        part = orjson.dumps(items[count])
+        if len(part) != ends[count] - begin or not data.startswith(part, slot.start + begin):
+            return count
+        count += 1
+    return count  # more rendered afresh than a system prompt's: encode the rest whole
+
+
 def _split(body: dict[str, Any]) -> tuple[str, list[Any]] | None:
     for field in FIELDS:
         items = body.get(field)
@@ -74,7 +101,7 @@ class BodyEncodeMemo:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._slots: SizedLru[Hashable, _Slot] = SizedLru(limit, max_bytes, idle_seconds, clock)
+        self._slots: SlotGroups[Hashable, _Slot] = SlotGroups(limit, max_bytes, idle_seconds, clock)
         self.reused = 0  #: elements the last `dumps` took from the memo (for tests, benches)
 
     def __len__(self) -> int:
@@ -101,11 +128,11 @@ class BodyEncodeMemo:
         head = orjson.dumps(before)[:-1] + b"," if before else b"{"
         head += orjson.dumps(field) + b":"
         key = (field, signature(items))
-        slot = self._slots.pop(key)
-        count = self.reused = self._shared(slot, items)
+        best = self._slots.best(key, lambda slot: _shared(slot, items), _items)
+        slot, count = best if best is not None else (None, 0)
+        self.reused = count
         pieces: list[Any] = [head]
-        if count:
-            assert slot is not None
+        if slot is not None:
             ends = slot.ends[:count]
             pieces.append(memoryview(slot.data)[slot.start : slot.start + ends[-1]])
             at = ends[-1]
@@ -124,31 +151,8 @@ class BodyEncodeMemo:
         pieces.append(b"]")
         pieces.append(b"," + orjson.dumps(after)[1:] if after else b"}")
         data = b"".join(pieces)
-        if len(data) <= self._slots.max_size:
-            self._slots.put(key, _Slot(list(items), data, len(head), ends), len(data))
+        self._slots.add(key, _Slot(list(items), data, len(head), ends), len(data), best, _items)
         return data
-
-    def _shared(self, slot: _Slot | None, items: list[Any]) -> int:
-        """How many leading elements of `items` encode as the slot's did: the same
-        object, or one whose encoding is the slot's bytes (never mere equality:
-        1, 1.0 and True are equal and encode differently)."""
-        if slot is None:
-            return 0
-        data, ends = slot.data, slot.ends
-        limit = min(len(slot.items), len(items))
-        same = list(map(operator.is_, slot.items[:limit], items[:limit]))  # a loop in C
-        count = 0
-        for _ in range(MAX_REENCODED):
-            try:
-                count = same.index(False, count)
-            except ValueError:
-                return limit
-            begin = ends[count - 1] + 1 if count else 1
-            part = orjson.dumps(items[count])
-            if len(part) != ends[count] - begin or not data.startswith(part, slot.start + begin):
-                return count
-            count += 1
-        return count  # more rendered afresh than a system prompt's: encode the rest whole
 
     def clear(self) -> None:
         self._slots.clear()

@@ -10,8 +10,11 @@ for the longest prefix of raw messages *equal* to the previous request's, the
 previous parse is exact. Equality is Python's own dict comparison (C, memcmp on
 strings), so a slot that belongs to another conversation only costs a compare.
 
-Each slot is keyed by the inbound format and a cheap signature of the first two
-messages; it holds the raw message dicts of the conversation's last request, the
+Slots are keyed by the inbound format and a cheap signature of the first two
+messages, several to a key (core/slot_groups.py: conversations that open alike,
+such as one task run several times at once, each keep their own, and a request
+takes the slot sharing the most messages). A slot holds the raw message dicts of
+the conversation's last request, the
 system parts and messages parsing them appended, and after each raw message how
 many of each it had, so a match costs a list compare in C and two slices, not a
 Python loop over the history (which grew with the session). Bounded by slot
@@ -27,8 +30,8 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiergate.core.idle_lru import SizedLru
 from tiergate.core.model import Message, TextPart
+from tiergate.core.slot_groups import SlotGroups
 
 #: Conversations remembered, and the body bytes their slots may hold together.
 DEFAULT_SLOTS = 128
@@ -45,12 +48,16 @@ Mark = tuple[int, int]
 
 @dataclass(frozen=True, slots=True)
 class Reuse:
-    """The parse of the first `count` raw messages, as the previous request had it."""
+    """The parse of the first `count` raw messages, as the previous request had it
+    (`origin`: the memo's slot it came from and how many messages the match
+    shared, so `MessageMemo.store` replaces that slot when the request continues it,
+    even after `upto` cut the reuse back)."""
 
     count: int
     system: list[TextPart]
     messages: list[Message]
     marks: list[Mark]
+    origin: tuple[_Slot, int] | None = None
 
     def upto(self, count: int) -> Reuse | None:
         """The same reuse cut to its first `count` raw messages (None for 0), for a
@@ -59,7 +66,7 @@ class Reuse:
             return None
         if count >= self.count:
             return self
-        return _cut(count, self.system, self.messages, self.marks)
+        return _cut(count, self.system, self.messages, self.marks, self.origin)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,10 +106,20 @@ def signature(raws: Sequence[Any]) -> Hashable:
     return tuple(_head(m) for m in raws[:2])
 
 
-def _cut(count: int, system: list[TextPart], messages: list[Message], marks: list[Mark]) -> Reuse:
+def _cut(
+    count: int,
+    system: list[TextPart],
+    messages: list[Message],
+    marks: list[Mark],
+    origin: tuple[_Slot, int] | None,
+) -> Reuse:
     """The first `count` raw messages' share of a parse: slices, no loop in Python."""
     n_system, n_messages = marks[count - 1]
-    return Reuse(count, system[:n_system], messages[:n_messages], marks[:count])
+    return Reuse(count, system[:n_system], messages[:n_messages], marks[:count], origin)
+
+
+def _length(slot: _Slot) -> int:
+    return len(slot.raws)
 
 
 def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
@@ -132,7 +149,7 @@ class MessageMemo:
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self._slots: SizedLru[Hashable, _Slot] = SizedLru(limit, max_bytes, idle_seconds, clock)
+        self._slots: SlotGroups[Hashable, _Slot] = SlotGroups(limit, max_bytes, idle_seconds, clock)
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -151,26 +168,32 @@ class MessageMemo:
         self._slots.max_size = value
 
     def match(self, fmt: str, raws: Sequence[Any]) -> Reuse | None:
-        """The previous parse of the longest prefix of `raws` equal to the slot's, or
+        """The previous parse of the longest prefix of `raws` equal to a slot's, or
         None when nothing is shared. The last message is never reused: it is the
         turn's own (and usually new) message."""
         if len(raws) < 2:
             return None
-        slot = self._slots.get((fmt, signature(raws)))
-        if slot is None:
+        last = len(raws) - 1
+        best = self._slots.best(
+            (fmt, signature(raws)),
+            lambda slot: shared_prefix(slot.raws, raws, min(len(slot.raws), last)),
+            _length,
+        )
+        if best is None:
             return None
-        count = shared_prefix(slot.raws, raws, min(len(slot.raws), len(raws) - 1))
-        if count == 0:
-            return None
+        slot, count = best
         p = slot.parsed
-        return _cut(count, p.system, p.messages, p.marks)
+        return _cut(count, p.system, p.messages, p.marks, best)
 
-    def store(self, fmt: str, raws: list[Any], parsed: Parsed, size: int) -> None:
+    def store(
+        self, fmt: str, raws: list[Any], parsed: Parsed, size: int, reuse: Reuse | None = None
+    ) -> None:
         """Remember a successful parse of `raws` (`size`: the body's bytes, for the
-        bound); evicts idle slots, then the least recently used over either bound."""
-        if size > self.max_bytes:
-            return
-        self._slots.put((fmt, signature(raws)), _Slot(raws, parsed), size)
+        bound; `reuse`: what `match` gave this parse, whose slot it replaces when it
+        continues that conversation); evicts idle slots, then the least recently
+        used over any bound."""
+        continued = reuse.origin if reuse is not None else None
+        self._slots.add((fmt, signature(raws)), _Slot(raws, parsed), size, continued, _length)
 
     def clear(self) -> None:
         self._slots.clear()

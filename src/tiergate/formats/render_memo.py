@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from tiergate.core.slot_groups import SlotGroups
 
 T = TypeVar("T")
 
@@ -74,8 +78,28 @@ class IdentityMemo(Generic[T]):
         self._chars = 0
 
 
-#: Conversations whose rendered message list HistoryMemo keeps.
+#: Conversations whose rendered message list HistoryMemo keeps, and how long one
+#: may go unused.
 HISTORY_SLOTS = 128
+HISTORY_IDLE_SECONDS = 600.0
+
+
+@dataclass(slots=True)
+class _History(Generic[T]):
+    sources: list[Any]
+    rendered: list[T]
+    marks: list[int]  #: renderings after each source
+
+
+def _sources(slot: _History[Any]) -> int:
+    return len(slot.sources)
+
+
+def _same_prefix(old: list[Any], new: list[Any]) -> int:
+    """How many leading items of `old` and `new` are the same objects (a loop in C)."""
+    limit = min(len(old), len(new))
+    same = list(map(operator.is_, old[:limit], new[:limit]))
+    return same.index(False) if False in same else limit
 
 
 class HistoryMemo(Generic[T]):
@@ -86,16 +110,23 @@ class HistoryMemo(Generic[T]):
     the session (issue #30). The message memo hands the next turn the *same*
     Message objects, so the longest prefix of identical sources (found by a
     comparison in C) has exactly the renderings of the last list's. Slots are
-    keyed by the list's first message and a variant, at most HISTORY_SLOTS, least
-    recently used first out. Results are shared: read-only."""
+    keyed by the list's first message and a variant, several to a key
+    (core/slot_groups.py: conversations that open with the same messages, such as
+    one task run twice at once, get the same first object from the message memo),
+    at most `limit` in all, none idle past `idle_seconds`, least recently used
+    first out. Results are shared: read-only."""
 
-    __slots__ = ("_slots", "limit")
+    __slots__ = ("_slots",)
 
-    def __init__(self, limit: int = HISTORY_SLOTS) -> None:
-        self.limit = limit
-        #: (id of the first source, variant) -> (sources, renderings, renderings after each)
-        self._slots: OrderedDict[tuple[int, Hashable], tuple[list[Any], list[T], list[int]]] = (
-            OrderedDict()
+    def __init__(
+        self,
+        limit: int = HISTORY_SLOTS,
+        idle_seconds: float = HISTORY_IDLE_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        # Each slot counts 1 against `limit`; the size bound is the same count.
+        self._slots: SlotGroups[tuple[int, Hashable], _History[T]] = SlotGroups(
+            limit, limit, idle_seconds, clock
         )
 
     def __len__(self) -> int:
@@ -109,26 +140,21 @@ class HistoryMemo(Generic[T]):
         if not sources:
             return []
         key = (id(sources[0]), variant)
-        slot = self._slots.pop(key, None)
-        count = 0
+        # A slot holds its first source, so the id names that object while it is held.
+        best = self._slots.best(key, lambda slot: _same_prefix(slot.sources, sources), _sources)
         out: list[T] = []
         marks: list[int] = []
-        if slot is not None and slot[0][0] is sources[0]:
-            old, rendered, old_marks = slot
-            limit = min(len(old), len(sources))
-            same = list(map(operator.is_, old[:limit], sources[:limit]))
-            count = same.index(False) if False in same else limit
-            if count:
-                out = rendered[: old_marks[count - 1]]
-                marks = old_marks[:count]
+        count = 0
+        if best is not None:
+            slot, count = best
+            out = slot.rendered[: slot.marks[count - 1]]
+            marks = slot.marks[:count]
         for source in sources[count:]:
             item = render_one(source)
             if item is not None:
                 out.append(item)
             marks.append(len(out))
-        self._slots[key] = (list(sources), out, marks)
-        while len(self._slots) > self.limit:
-            self._slots.popitem(last=False)
+        self._slots.add(key, _History(list(sources), out, marks), 1, best, _sources)
         return list(out)
 
     def clear(self) -> None:

@@ -131,7 +131,7 @@ def parse_request(
         source_format="anthropic",
     )
     if memo is not None and parsed is not None:  # only a body that parsed whole
-        memo.store(MEMO_FORMAT, raw_messages, parsed, size)
+        memo.store(MEMO_FORMAT, raw_messages, parsed, size, reuse)
     return req
 
 

@@ -75,7 +75,7 @@ def parse_request(
 
     system = _instructions(body.get("instructions"))
     messages: list[Message] = []
-    remember: tuple[list[Any], Parsed] | None = None
+    remember: tuple[list[Any], Parsed, Reuse | None] | None = None
     raw_input = body.get("input")
     if isinstance(raw_input, str):
         messages.append(Message("user", [TextPart(raw_input)]))
@@ -83,11 +83,12 @@ def parse_request(
         items = expect_list(raw_input, "input")
         if reuse is None and memo is not None:
             reuse = memo.match(MEMO_FORMAT, items)
+        matched = reuse  # the slot this request continues, even if cut back to nothing
         if reuse is not None:
             reuse = reuse.upto(reusable_count(items, reuse.count))
         parsed = parse_messages(items, memo, reuse, _parse_item, system, messages, field="input")
         if parsed is not None:
-            remember = (items, parsed)
+            remember = (items, parsed, matched)
     if not messages:
         raise FormatError("input has no message for the model to answer", "input")
 
@@ -129,7 +130,7 @@ def parse_request(
         source_format="responses",
     )
     if memo is not None and remember is not None:  # only a body that parsed whole
-        memo.store(MEMO_FORMAT, *remember, size)
+        memo.store(MEMO_FORMAT, remember[0], remember[1], size, remember[2])
     return req
 
 

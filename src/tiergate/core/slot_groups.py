@@ -1,0 +1,156 @@
+"""Memo slots grouped by a cheap key, several conversations to a key.
+
+Why: the per-conversation memos (formats/body_decode.py, message_memo.py,
+render_memo.py, body_encode.py) find a conversation's previous request by a key
+read off its opening: the first bytes, the first two messages, the first
+message's identity. Conversations that open the same way share that key: one
+task run several times at once (best-of-n, pass@k), sub-agents that share their
+parent's opening, agents in one repository whose first message starts with the
+same context block. With one slot per key each such request replaced the other
+conversation's slot, so the other's next turn redid its whole history (issue
+#30: turn 200 cost 2.65-3.15x turn 2 beside a twin). Here a key holds up to
+`per_key` slots; the caller scores each by how much of the request it shares
+and takes the best. A request that continues a slot (shares all of it but the
+last `slack` elements, which a client may edit: Claude Code moves its cache
+marker) takes that slot's place; any other request adds a slot of its own.
+
+Bounded by slot count, by the sizes held (a memo's body bytes), and by idle
+time (core.idle_lru's reasoning: sessions end without telling the gateway);
+the least recently used slot goes first, and an idle slot is never returned.
+Not thread-safe (one event loop per process). Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+K = TypeVar("K", bound=Hashable)
+S = TypeVar("S")
+
+#: Slots one key keeps: conversations opening the same way, alive at once.
+PER_KEY = 16
+#: A request sharing all but this many of a slot's elements continues its
+#: conversation (a client may edit its latest messages) and takes its place.
+CONTINUATION_SLACK = 2
+
+
+@dataclass(slots=True)
+class _Held(Generic[S]):
+    value: S
+    size: int
+    used: float
+
+
+class SlotGroups(Generic[K, S]):
+    """Slots by key, each key's most recently used first (see the module docstring)."""
+
+    __slots__ = ("_clock", "_count", "_groups", "_size", "idle_seconds", "limit", "max_size")
+
+    def __init__(
+        self,
+        limit: int,
+        max_size: int,
+        idle_seconds: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.limit = limit
+        self.max_size = max_size
+        self.idle_seconds = idle_seconds
+        self._clock = clock
+        #: groups in least-recently-used order
+        self._groups: OrderedDict[K, list[_Held[S]]] = OrderedDict()
+        self._size = 0
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def best(
+        self, key: K, shared: Callable[[S], int], length: Callable[[S], int]
+    ) -> tuple[S, int] | None:
+        """The live slot of `key` sharing the most with a request, by `shared` (0:
+        nothing), and that count; on a tie the slot the request wholly continues
+        (`shared == length`), then the most recently used. None if none shares."""
+        group = self._groups.get(key)
+        if group is None:
+            return None
+        cutoff = self._clock() - self.idle_seconds
+        best: S | None = None
+        best_rank = (0, False)
+        for held in group:
+            if held.used < cutoff:
+                continue
+            count = shared(held.value)
+            if not count:
+                continue
+            rank = (count, count >= length(held.value))
+            if rank > best_rank:
+                best, best_rank = held.value, rank
+        return None if best is None else (best, best_rank[0])
+
+    def add(
+        self,
+        key: K,
+        value: S,
+        size: int,
+        continued: tuple[S, int] | None = None,
+        length: Callable[[S], int] | None = None,
+    ) -> None:
+        """Remember `value` (of `size`) as `key`'s most recent slot. `continued` is the
+        slot the request was matched to and how much it shared: when that is all of
+        it, or all but CONTINUATION_SLACK elements and more than the opening one,
+        the conversation moved on and its old slot goes. Then evicts idle slots and
+        the least recently used over any bound. A value larger than `max_size` is
+        not kept (the old slot still goes: the new value supersedes it)."""
+        if continued is not None and length is not None:
+            old, count = continued
+            held = length(old)
+            if count >= held or (count > 1 and count + CONTINUATION_SLACK >= held):
+                self._remove(key, old)
+        if size > self.max_size:
+            return
+        now = self._clock()
+        group = self._groups.pop(key, None) or []
+        group.insert(0, _Held(value, size, now))
+        self._groups[key] = group  # now the most recently used group
+        self._size += size
+        self._count += 1
+        if len(group) > PER_KEY:
+            self._remove_held(key, group, len(group) - 1)
+        cutoff = now - self.idle_seconds
+        while self._groups:
+            oldest_key, oldest = next(iter(self._groups.items()))
+            victim = oldest[-1]
+            over = self._count > self.limit or self._size > self.max_size
+            if victim.used >= cutoff and not over:
+                break
+            self._remove_held(oldest_key, oldest, len(oldest) - 1)
+
+    def _remove(self, key: K, value: S) -> None:
+        group = self._groups.get(key)
+        if group is None:
+            return
+        for i, held in enumerate(group):
+            if held.value is value:
+                self._remove_held(key, group, i)
+                return
+
+    def _remove_held(self, key: K, group: list[_Held[S]], index: int) -> None:
+        held = group.pop(index)
+        self._size -= held.size
+        self._count -= 1
+        if not group:
+            del self._groups[key]
+
+    def clear(self) -> None:
+        self._groups.clear()
+        self._size = 0
+        self._count = 0

@@ -1,0 +1,159 @@
+"""core.slot_groups, the several-per-key slots of the per-conversation memos
+(issue #30: two live sessions opening alike took each other's single slot, and
+the older one's next turn redid its whole history)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiergate.core.slot_groups import CONTINUATION_SLACK, PER_KEY, SlotGroups
+
+LIMIT, MAX_SIZE, IDLE = 5, 60, 10.0
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@dataclass(eq=False)
+class Value:
+    """A slot's content: its length in elements, and what it shares with requests."""
+
+    length: int
+    shares: dict[int, int] = field(default_factory=dict)  # request id -> shared count
+
+
+@dataclass
+class Model:
+    """The plain reading of SlotGroups: groups in least-recently-added order, each
+    a list of (value, size, added) most recent first."""
+
+    groups: list[tuple[str, list[tuple[Value, int, float]]]] = field(default_factory=list)
+
+    def group(self, key: str) -> list[tuple[Value, int, float]]:
+        return next((g for k, g in self.groups if k == key), [])
+
+    def remove(self, key: str, value: Value) -> None:
+        for i, (k, g) in enumerate(self.groups):
+            if k == key:
+                g[:] = [h for h in g if h[0] is not value]
+                if not g:
+                    del self.groups[i]
+                return
+
+    def count(self) -> int:
+        return sum(len(g) for _, g in self.groups)
+
+    def size(self) -> int:
+        return sum(h[1] for _, g in self.groups for h in g)
+
+
+def _length(v: Value) -> int:
+    return v.length
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["add", "add", "continue", "best", "wait"]),
+            st.sampled_from("ab"),
+            st.integers(0, 30),
+            st.integers(1, 6),
+        ),
+        max_size=50,
+    )
+)
+def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
+    """Same slots, sizes and choices as the model after every operation; never
+    over a bound once an add has run; an idle slot is never chosen."""
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(LIMIT, MAX_SIZE, IDLE, clock)
+    model = Model()
+    request = 0
+    for op, key, n, length in ops:
+        request += 1
+        live = [h for h in model.group(key) if clock.now - h[2] <= IDLE]
+        if op == "wait":
+            clock.now += n / 3
+            continue
+        if op == "best":
+            for i, h in enumerate(model.group(key)):
+                h[0].shares[request] = (n + i) % (h[0].length + 1)
+            got = groups.best(key, lambda v, r=request: v.shares.get(r, 0), _length)
+            ranked = [
+                ((h[0].shares[request], h[0].shares[request] >= h[0].length), -i, h[0])
+                for i, h in enumerate(live)
+                if h[0].shares[request]
+            ]
+            want = max(ranked, key=lambda r: (r[0], r[1])) if ranked else None
+            assert (got is None) == (want is None)
+            if got is not None and want is not None:
+                assert got[0] is want[2] and got[1] == want[0][0]
+            continue
+        value = Value(length)
+        continued = None
+        if op == "continue" and live:
+            old = live[n % len(live)][0]
+            continued = (old, min(n % 4 + old.length - 3, old.length))
+            shared = continued[1]
+            whole = shared >= old.length
+            if whole or (shared > 1 and shared + CONTINUATION_SLACK >= old.length):
+                model.remove(key, old)
+        groups.add(key, value, n, continued, _length)
+        if n <= MAX_SIZE:
+            g = model.group(key)
+            model.groups = [(k, h) for k, h in model.groups if k != key]
+            g.insert(0, (value, n, clock.now))
+            model.groups.append((key, g))
+            if len(g) > PER_KEY:
+                g.pop()
+            while model.groups:
+                _, oldest = model.groups[0]
+                victim = oldest[-1]
+                over = model.count() > LIMIT or model.size() > MAX_SIZE
+                if clock.now - victim[2] <= IDLE and not over:
+                    break
+                oldest.pop()
+                if not oldest:
+                    model.groups.pop(0)
+            assert len(groups) <= LIMIT and groups.size <= MAX_SIZE
+        assert len(groups) == model.count() and groups.size == model.size()
+    groups.clear()
+    assert len(groups) == 0 and groups.size == 0
+
+
+def test_two_conversations_opening_alike_keep_a_slot_each() -> None:
+    """The twin case: each continues its own slot, neither evicts the other."""
+    groups: SlotGroups[str, list[int]] = SlotGroups(10, 10_000, 60.0)
+
+    def prefix(old: list[int], new: list[int]) -> int:
+        n = 0
+        while n < min(len(old), len(new)) and old[n] == new[n]:
+            n += 1
+        return n
+
+    old = [1, 2, *range(100, 300)]
+    groups.add("k", old, 1)
+    young = [1, 2, 3]
+    best = groups.best("k", lambda v: prefix(v, young), len)
+    assert best == (old, 2)  # shares the opening only: not a continuation
+    groups.add("k", young, 1, best, len)
+    assert len(groups) == 2
+    old_next = [*old, 301]
+    best = groups.best("k", lambda v: prefix(v, old_next), len)
+    assert best is not None and best[0] is old  # the old session finds its own history
+    groups.add("k", old_next, 1, best, len)
+    young_next = [*young, 4]
+    best = groups.best("k", lambda v: prefix(v, young_next), len)
+    assert best is not None and best[0] is young and best[1] == 3
+    groups.add("k", young_next, 1, best, len)
+    assert len(groups) == 2  # each continuation replaced its own slot
