@@ -25,7 +25,7 @@ from tqdm import tqdm
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 SYSTEM = "You are a coding agent in a large monorepo. " + " ".join(

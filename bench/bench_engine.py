@@ -29,7 +29,8 @@ from typing import Any, TypeVar
 import orjson
 
 import common
-from tiergate.config import GatewayConfig, parse_config
+from tiergate.config import GatewayConfig
+from tiergate.config_load import parse_config
 from tiergate.core.model import ChatRequest, ChatResponse, TextPart, Usage
 from tiergate.formats.openai import parse_request
 from tiergate.gateway.auth import TokenTable, Workspace

@@ -123,7 +123,7 @@ def session(fmt: str, turns: int, tool_kb: float, model: str) -> list[bytes]:
 
 async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.app import create_app
-    from tiergate.config import parse_config
+    from tiergate.config_load import parse_config
     from tiergate.logs import setup_logging
 
     prefix = common.new_prefix("sessioncpu")

@@ -54,7 +54,7 @@ def serve_variant(config: str, port: int, loop: str, http: str) -> None:
     import uvicorn
 
     from tiergate.app import create_app
-    from tiergate.config import load_config
+    from tiergate.config_load import load_config
     from tiergate.logs import setup_logging
 
     setup_logging("INFO")

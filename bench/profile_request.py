@@ -141,7 +141,7 @@ def _short(path: str) -> str:
 
 async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.app import create_app
-    from tiergate.config import parse_config
+    from tiergate.config_load import parse_config
     from tiergate.logs import setup_logging
 
     prefix = common.new_prefix("profile")

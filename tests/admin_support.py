@@ -17,7 +17,7 @@ import httpx
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 
 ADMIN = "tg-admin-" + uuid.uuid4().hex
 OTHER_TOKEN = "tg-other-token"

@@ -39,7 +39,7 @@ import orjson
 from conftest import skip_unless_required
 from servers import ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.routing.session import resolve_session_id
 from tiergate.sim.app import create_sim_app
 from tiergate.sim.script import CALC_FIXED, TEST_COMMAND, scratch_project

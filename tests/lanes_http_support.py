@@ -30,7 +30,8 @@ from servers import ANTHROPIC_TOOLS as ANTHROPIC_TOOLS
 from servers import TOKEN, ServerThread, gateway_config
 from servers import TOOLS as TOOLS
 from tiergate.app import create_app
-from tiergate.config import GatewayConfig, parse_config
+from tiergate.config import GatewayConfig
+from tiergate.config_load import parse_config
 from tiergate.gateway.auth import TokenTable
 from tiergate.lanes import LaneRecord, SessionTiers, scope_hash
 from tiergate.sim.app import SimSettings, create_sim_app

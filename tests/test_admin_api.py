@@ -46,7 +46,7 @@ def gw(sim: ServerThread, tmp_path: Path) -> Iterator[tuple[ServerThread, AdminC
 def test_admin_api_is_closed_without_a_configured_token(sim: ServerThread, tmp_path: Path) -> None:
     from servers import ServerThread as Server
     from tiergate.app import create_app
-    from tiergate.config import parse_config
+    from tiergate.config_load import parse_config
 
     app = create_app(parse_config(admin_config(sim.url, str(tmp_path / "x.db"))), env={})
     with Server(app) as g:

@@ -14,7 +14,7 @@ from starlette.routing import Route
 from servers import ServerThread, gateway_config
 from tiergate.api.openapi import openapi_document
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 
 #: Served but deliberately undocumented: the OpenAI path alias without /v1.
 UNDOCUMENTED = {("POST", "/chat/completions")}

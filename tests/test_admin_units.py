@@ -22,7 +22,8 @@ from tiergate.api.shadow import (
     live_percent,
     raises_rollout,
 )
-from tiergate.config import ConfigError, GatewayConfig, RouterConfig, WorkspaceConfig, parse_config
+from tiergate.config import ConfigError, GatewayConfig, RouterConfig, WorkspaceConfig
+from tiergate.config_load import parse_config
 from tiergate.config_store import (
     CONFIG_VERSION_KEY,
     ConfigSync,

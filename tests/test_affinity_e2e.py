@@ -23,7 +23,7 @@ import yaml
 
 from servers import TOKEN, ServerThread, free_port, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 SYSTEM = "You are a meticulous coding agent working in a large repository. " + " ".join(

@@ -11,7 +11,7 @@ import pytest
 
 from servers import ANTHROPIC_TOOLS, TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import ChatResponse, StreamStart, TextPart, ToolCall, ToolCallStart
 from tiergate.formats.anthropic import StreamRenderer, render_response, tool_use_id
 from tiergate.sim.app import create_sim_app

@@ -11,7 +11,7 @@ import pytest
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 HEADERS = {"authorization": f"Bearer {TOKEN}", "anthropic-version": "2023-06-01"}

@@ -13,7 +13,7 @@ import orjson
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 Asgi = Callable[[Any, Any, Any], Awaitable[None]]

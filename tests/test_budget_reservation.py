@@ -19,7 +19,7 @@ import pytest
 import servers
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.limits import Limiter, WorkspaceLimits, budget_key
 from tiergate.gateway.reservations import Reservation

@@ -15,7 +15,8 @@ import pytest
 from admin_support import admin_config, gateway, poll_items
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import EscalationConfig, RouterConfig, parse_config
+from tiergate.config import EscalationConfig, RouterConfig
+from tiergate.config_load import parse_config
 from tiergate.replay.experiments import ADVERSARIAL, Replayer, adversarial
 from tiergate.replay.features import extract
 from tiergate.replay.generator import generate_corpus

@@ -23,7 +23,7 @@ from claude_code_support import BETAS, HEADERS, MID_SYSTEM, SESSION, first_turn,
 from lanes_http_support import RecordingSim, Upstream
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 
 ROUTED = "orcarouter/coding"  # the router picks openai/gpt-5-mini (cheapest)
 ANTHROPIC_MODEL = "anthropic/claude-sonnet-4-5"

@@ -30,7 +30,7 @@ from test_lanes_contract import (  # the lane-store contract, on the cluster
 )
 from tiergate.api.admin_sessions import workspace_id
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.lanes import LaneStore, RedisLaneStore, open_lane_store
 from tiergate.routing.caps import counters_from_values, router_share_keys, workspace_share_keys
 from tiergate.sim.app import create_sim_app

@@ -16,7 +16,8 @@ import pytest
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import ConfigError, parse_config
+from tiergate.config import ConfigError
+from tiergate.config_load import parse_config
 from tiergate.defaults import auto_config
 
 INSTRUCTIONS = "You are a coding agent. Run the tests before and after a change."

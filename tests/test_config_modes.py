@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tiergate.config import ConfigError, config_warnings, parse_config
+from tiergate.config import ConfigError
+from tiergate.config_load import config_warnings, parse_config
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

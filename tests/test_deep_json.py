@@ -17,7 +17,7 @@ import pytest
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.formats.depth import MAX_DEPTH, depth_error, field_name
 from tiergate.sim.app import create_sim_app
 

@@ -15,7 +15,7 @@ import pytest
 from servers import ANTHROPIC_TOOLS, TOKEN, TOOLS, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.billing import request_cost
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import Usage
 from tiergate.sim.app import create_sim_app
 
@@ -409,7 +409,7 @@ def test_named_router_sets_router_header(gw: ServerThread) -> None:
 def test_example_config_is_valid() -> None:
     from pathlib import Path
 
-    from tiergate.config import load_config
+    from tiergate.config_load import load_config
 
     cfg = load_config(Path(__file__).parents[1] / "examples" / "tiergate.yaml", env={})
     assert cfg.router("coding") is not None

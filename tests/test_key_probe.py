@@ -10,7 +10,7 @@ import httpx
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.upstream import Target
 from tiergate.routing.distributor import Distributor
 from tiergate.sim.app import create_sim_app

@@ -24,7 +24,7 @@ from lanes_http_support import (
     user,
 )
 from servers import gateway_config
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import (
     Message,
     StreamEnd,

@@ -90,7 +90,7 @@ def test_rate_limit_over_http_in_each_format() -> None:
 
     from servers import TOKEN, ServerThread, gateway_config
     from tiergate.app import create_app
-    from tiergate.config import parse_config
+    from tiergate.config_load import parse_config
     from tiergate.sim.app import create_sim_app
 
     with ServerThread(create_sim_app()) as sim:

@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from servers import gateway_config
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import ChatResponse, TextPart, Usage
 from tiergate.formats.openai import parse_request
 from tiergate.gateway.auth import TokenTable

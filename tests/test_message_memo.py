@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from memo_support import conversations
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.formats.message_memo import MessageMemo
 from tiergate.formats.openai import parse_request, render_request
 from tiergate.formats.openai import request as openai_request

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from memo_support import conversations
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.formats.anthropic import parse_request, render_request
 from tiergate.formats.anthropic import render as anthropic_render
 from tiergate.formats.message_memo import MessageMemo

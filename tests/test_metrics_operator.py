@@ -14,7 +14,7 @@ import pytest
 from servers import TOKEN, ServerThread, gateway_config
 from test_metrics_endpoint import scrape, value
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import SimSettings, create_sim_app
 
 LONG_SYSTEM = "You are a careful coding agent. " + " ".join(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tiergate.api.masking import key_view
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.upstream import Target
 from tiergate.reload import rebuild_distributor
 from tiergate.routing import outlier

@@ -13,7 +13,7 @@ import httpx
 from redis_cluster_support import start_node, stop_node
 from servers import ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 from tiergate.state.redis_cluster import RedisClusterStore
 

@@ -22,7 +22,7 @@ import yaml
 
 from servers import TOKEN, ServerThread, free_port, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import SimSettings, create_sim_app
 
 BODY = {"model": "openai/gpt-5-mini", "messages": [{"role": "user", "content": "hi [[sim:text]]"}]}

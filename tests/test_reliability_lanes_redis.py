@@ -21,7 +21,7 @@ import pytest
 
 from servers import TOKEN, PrivateRedis, ServerThread, gateway_config, private_redis
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import SimSettings, create_sim_app
 
 LANES_LOGGERS = ("tiergate.lanes", "tiergate.gateway.lanes")

@@ -15,7 +15,7 @@ import pytest
 from escalation_support import coding_router
 from servers import TOKEN, PrivateRedis, ServerThread, gateway_config, private_redis
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 SYSTEM = "You are a coding agent in a large repository. " + " ".join(

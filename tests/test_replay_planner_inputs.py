@@ -23,7 +23,7 @@ from eval.session_scorer_data import extract as trainer_extract
 
 from escalation_support import coding_router
 from servers import gateway_config
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.formats.openai import parse_request
 from tiergate.gateway import planner as planner_module
 from tiergate.gateway.auth import TokenTable

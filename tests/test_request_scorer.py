@@ -14,7 +14,8 @@ import pytest
 
 from servers import gateway_config
 from test_round_trips import Counting
-from tiergate.config import ModelConfig, Price, RouterConfig, parse_config
+from tiergate.config import ModelConfig, Price, RouterConfig
+from tiergate.config_load import parse_config
 from tiergate.core.model import ChatRequest, ChatResponse, Message, TextPart, Usage
 from tiergate.formats.openai import parse_request
 from tiergate.gateway.auth import TokenTable

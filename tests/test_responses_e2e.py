@@ -25,7 +25,7 @@ from admin_support import STRONG, WEAK, AdminClient, admin_config, escalating_ro
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.billing import request_cost
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import Usage
 from tiergate.sim.app import create_sim_app
 

@@ -11,7 +11,7 @@ import pytest
 
 from escalation_support import coding_router
 from servers import gateway_config
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.core.model import ChatResponse, TextPart, Usage
 from tiergate.formats.openai import parse_request
 from tiergate.gateway.auth import TokenTable

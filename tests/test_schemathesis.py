@@ -24,7 +24,7 @@ from admin_support import ADMIN, SECRETS, STRONG, WEAK, admin_config, escalating
 from servers import TOKEN, ServerThread
 from tiergate.api.openapi import openapi_document
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 #: Examples per operation in the fuzzing phase; the coverage phase adds its

@@ -17,7 +17,7 @@ from servers import TOKEN, ServerThread
 from tiergate.api.admin_config import MAX_VERSIONS
 from tiergate.api.openapi import openapi_document
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.formats.errors import FormatError
 from tiergate.formats.openai.request import parse_request as parse_openai
 from tiergate.sim.app import create_sim_app

@@ -19,7 +19,7 @@ import pytest
 from admin_support import ADMIN, KEYS, OTHER_TOKEN, SECRETS, AdminClient, admin_config, database
 from servers import TOKEN, ServerThread
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 

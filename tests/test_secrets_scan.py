@@ -28,8 +28,9 @@ import pytest
 import redis.asyncio as aioredis
 
 from servers import ServerThread, gateway_config
-from tiergate.app import AppState, create_app
-from tiergate.config import parse_config
+from tiergate.app import create_app
+from tiergate.app_state import AppState
+from tiergate.config_load import parse_config
 from tiergate.logs import JSONFormatter
 from tiergate.sim.app import create_sim_app
 from tiergate.state.memory import MemoryStore

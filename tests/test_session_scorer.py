@@ -188,7 +188,7 @@ def test_gateway_with_the_learned_scorer_escalates_a_session_that_turns_hard() -
     from servers import ServerThread, gateway_config
     from test_escalation_e2e import EASY, STRONG, WEAK, _hard_turn, _send, _user
     from tiergate.app import create_app
-    from tiergate.config import parse_config
+    from tiergate.config_load import parse_config
     from tiergate.sim.app import create_sim_app
 
     with ServerThread(create_sim_app()) as sim:

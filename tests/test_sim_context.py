@@ -13,7 +13,7 @@ import pytest
 
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 #: ~150,000 tokens: over gpt-4o's 128,000 and, with max_tokens, claude's 200,000.

@@ -14,7 +14,7 @@ import pytest
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate import tracing
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 sdk_trace = pytest.importorskip("opentelemetry.sdk.trace", reason="the otel extra is not installed")

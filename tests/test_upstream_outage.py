@@ -16,7 +16,7 @@ import pytest
 
 from servers import TOKEN, ServerThread, free_port, gateway_config
 from tiergate.app import create_app
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.sim.app import create_sim_app
 
 CHAT = "/v1/chat/completions"

@@ -15,7 +15,8 @@ import pytest
 from proxy_support import ForwardProxy, LocalCA, make_test_ca
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
-from tiergate.config import ChannelConfig, ConfigError, parse_config
+from tiergate.config import ChannelConfig, ConfigError
+from tiergate.config_load import parse_config
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.http import UpstreamHTTP
 from tiergate.providers.network import NoProxy, UpstreamNetwork, parse_proxy

@@ -16,7 +16,7 @@ import pytest
 
 from admin_support import AdminClient, admin_config, chat, gateway
 from servers import TOKEN, ServerThread
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.gateway.auth import TokenTable
 from tiergate.gateway.limits import seconds_to_next_month
 from tiergate.sim.app import create_sim_app

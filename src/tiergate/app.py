@@ -6,7 +6,6 @@ import contextlib
 import logging
 import os
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -26,6 +25,7 @@ from tiergate.api.feedback import handle_feedback
 from tiergate.api.metrics_http import metrics_endpoint
 from tiergate.api.openapi import openapi_document
 from tiergate.api.outcomes import handle_outcome
+from tiergate.app_state import AppState
 from tiergate.config import GatewayConfig, source_document
 from tiergate.config_secrets import SecretsAtRest
 from tiergate.config_store import (
@@ -50,7 +50,7 @@ from tiergate.providers.network import UpstreamNetwork
 from tiergate.recorder import Recorder
 from tiergate.routing.distributor import Distributor
 from tiergate.server_secret import ServerSecret, resolve_secret
-from tiergate.state import StateStore, make_store
+from tiergate.state import make_store
 from tiergate.state_upgrade import SecretMismatch, from_document, upgrade
 from tiergate.virtual_keys_store import (
     KeyRepository,
@@ -64,19 +64,6 @@ log = logging.getLogger(__name__)
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status, media_type="application/json")
-
-
-@dataclass
-class AppState:
-    """The live objects behind one app instance (exposed for tests and admin)."""
-
-    cfg: GatewayConfig
-    gateway: Gateway
-    http: UpstreamHTTP
-    recorder: Recorder
-    store: StateStore
-    extras: dict[str, Any] = field(default_factory=dict)
-    config_sync: ConfigSync | None = None
 
 
 async def start_stored_state(

@@ -12,7 +12,8 @@ import sys
 from collections.abc import Sequence
 
 from tiergate import __version__
-from tiergate.config import ConfigError, GatewayConfig, config_warnings, load_config
+from tiergate.config import ConfigError, GatewayConfig
+from tiergate.config_load import config_warnings, load_config
 from tiergate.replay_cli import add_replay_parser
 from tiergate.routing.bands import threshold_warnings
 

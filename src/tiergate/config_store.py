@@ -49,7 +49,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from tiergate import metrics
-from tiergate.config import ConfigError, GatewayConfig, parse_config
+from tiergate.config import ConfigError, GatewayConfig
+from tiergate.config_load import parse_config
 from tiergate.config_merge import merge_seed
 from tiergate.db import config_versions_table
 from tiergate.state.base import StateStore, StateUnavailable, Write

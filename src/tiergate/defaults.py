@@ -13,7 +13,8 @@ import secrets
 from collections.abc import Mapping
 from typing import Any
 
-from tiergate.config import GatewayConfig, parse_config
+from tiergate.config import GatewayConfig
+from tiergate.config_load import parse_config
 
 ENV_KEYS = {
     "openai": "OPENAI_API_KEY",

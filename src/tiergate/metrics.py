@@ -25,7 +25,6 @@ from prometheus_client import (
 
 if TYPE_CHECKING:
     from tiergate.core.model import Usage
-    from tiergate.routing.distributor import Distributor
 
 NAMESPACE = "tiergate"
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -315,23 +314,6 @@ def observe_usage(channel: str, model: str, usage: Usage, cost_usd: float) -> No
 
 
 _TOKEN_KINDS = ("input", "cached", "cache_write", "output")
-
-
-def observe_key_health(distributor: Distributor) -> None:
-    """Every configured key's health now, at scrape time (not per request)."""
-    now = distributor.clock()
-    UPSTREAM_KEY_HEALTHY.clear()  # a removed channel or key must disappear
-    UPSTREAM_KEY_FAILURES.clear()
-    UPSTREAM_KEY_STATE.clear()
-    for channel, index, current in distributor.key_health():
-        for state in KEY_STATES:
-            UPSTREAM_KEY_STATE.labels(channel, str(index), state).set(int(state == current))
-    for ch in distributor.channels:
-        usable = ch.config.enabled and ch.cooldown_until <= now
-        for i, key in enumerate(ch.keys):
-            labels = (ch.name, str(i))
-            UPSTREAM_KEY_HEALTHY.labels(*labels).set(int(usable and ch.key_usable(i, now)))
-            UPSTREAM_KEY_FAILURES.labels(*labels).set(key.consecutive_failures)
 
 
 def observe_escalation_event(

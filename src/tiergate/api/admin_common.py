@@ -31,7 +31,7 @@ from tiergate.gateway.auth import bearer_token
 from tiergate.state.base import StateUnavailable
 
 if TYPE_CHECKING:
-    from tiergate.app import AppState
+    from tiergate.app_state import AppState
 
 log = logging.getLogger(__name__)
 

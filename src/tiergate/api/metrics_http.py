@@ -21,6 +21,7 @@ from tiergate import metrics
 from tiergate.api.admin_common import AdminContext
 from tiergate.api.admin_stats import share_status
 from tiergate.gateway.auth import bearer_token
+from tiergate.routing.distributor import Distributor
 from tiergate.state.base import StateUnavailable
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,23 @@ async def metrics_endpoint(ctx: AdminContext, request: Request) -> Response:
         )
     except (StateUnavailable, TimeoutError):
         log.debug("share gauges not refreshed: state store unavailable")
-    metrics.observe_key_health(ctx.state.gateway.distributor)
+    _observe_key_health(ctx.state.gateway.distributor)
     body, content_type = metrics.render()
     return Response(body, 200, media_type=content_type)
+
+
+def _observe_key_health(distributor: Distributor) -> None:
+    """Every configured key's health now, at scrape time (not per request)."""
+    now = distributor.clock()
+    metrics.UPSTREAM_KEY_HEALTHY.clear()  # a removed channel or key must disappear
+    metrics.UPSTREAM_KEY_FAILURES.clear()
+    metrics.UPSTREAM_KEY_STATE.clear()
+    for channel, index, current in distributor.key_health():
+        for state in metrics.KEY_STATES:
+            metrics.UPSTREAM_KEY_STATE.labels(channel, str(index), state).set(int(state == current))
+    for ch in distributor.channels:
+        usable = ch.config.enabled and ch.cooldown_until <= now
+        for i, key in enumerate(ch.keys):
+            labels = (ch.name, str(i))
+            metrics.UPSTREAM_KEY_HEALTHY.labels(*labels).set(int(usable and ch.key_usable(i, now)))
+            metrics.UPSTREAM_KEY_FAILURES.labels(*labels).set(key.consecutive_failures)

@@ -35,7 +35,7 @@ from typing import Any
 import aiohttp
 import uvicorn
 
-from tiergate.config import parse_config
+from tiergate.config_load import parse_config
 from tiergate.replay.costmodel import (
     CACHE_READ_MULTIPLIER,
     PRICE_TABLE,
