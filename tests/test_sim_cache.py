@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tiergate.sim import prompt
 from tiergate.sim.cache import PromptCache, automatic_rule
-from tiergate.sim.prompt import UNIT, PromptBlock, index_prompt
+from tiergate.sim.prompt import IMAGE_TOKENS, UNIT, PromptBlock, index_prompt
 from tiergate.sim.settings import SimSettings
 
 SETTINGS = SimSettings()
@@ -156,3 +160,39 @@ def test_memory_stays_bounded() -> None:
         )
     assert cache.entry_count() <= 50
     assert UNIT == 64
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["alpha ", "beta, ", "\u00e9t\u00e9\n", "{x} "]),
+            st.integers(0, 90),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=6,
+    ),
+    st.integers(0, 5),
+)
+def test_remembered_block_indexes_equal_a_fresh_index(
+    spec: list[tuple[str, int, bool]], cut: int
+) -> None:
+    """The per-block memo (agents resend their history) gives exactly the index a
+    fresh walk gives, whatever block a conversation shares and where it starts."""
+    made = [
+        PromptBlock("<|img|>", opaque_tokens=IMAGE_TOKENS) if opaque else PromptBlock(word * n)
+        for word, n, opaque in spec
+    ]
+    shared = index_prompt(made[: cut % len(made)] + made, "m")  # fills the memo
+    prompt.clear_block_memo()
+    fresh = index_prompt(made[: cut % len(made)] + made, "m")
+    assert (shared.total, shared.block_ends, shared.digest) == (
+        fresh.total,
+        fresh.block_ends,
+        fresh.digest,
+    )
+    assert shared.hashes == fresh.hashes
+    again = index_prompt(made, "m")  # the same blocks at another position
+    prompt.clear_block_memo()
+    assert again.hashes == index_prompt(made, "m").hashes

@@ -110,6 +110,61 @@ class PromptIndex:
     """Stable hash of the whole prompt: seeds the deterministic reply."""
 
 
+@dataclass(frozen=True, slots=True)
+class _BlockIndex:
+    """What indexing one block adds, given the chain and position it starts at."""
+
+    tokens: int
+    cuts: tuple[tuple[int, int], ...]  #: (tokens from the block's start, chain hash)
+    chain: int  #: the chain after the block
+
+
+#: Blocks whose indexing is remembered, and the characters they may hold together.
+#: Why: agents resend the whole history every turn, so at 100 KB the simulator
+#: re-tokenized and re-hashed every earlier message of every request (about 1 ms
+#: of its CPU each: in the gateway's throughput bench it, not the gateway, was the
+#: bottleneck). A block's result depends only on its text, its kind, the chain it
+#: starts from and its offset in the UNIT grid, which is the memo's key.
+_BLOCK_MEMO_CHARS = 32_000_000
+_block_memo: dict[tuple[int, int, str, bool], _BlockIndex] = {}
+_block_memo_chars = 0
+
+
+def clear_block_memo() -> None:
+    """Forget every remembered block index (tests compare against a fresh walk)."""
+    global _block_memo_chars
+    _block_memo.clear()
+    _block_memo_chars = 0
+
+
+def _index_block(block: PromptBlock, chain: int, pos: int) -> _BlockIndex:
+    global _block_memo_chars
+    text = block.text
+    key = (chain, pos % UNIT, text, bool(block.opaque_tokens))
+    held = _block_memo.get(key)
+    if held is not None and (not block.opaque_tokens or held.tokens == block.opaque_tokens):
+        return held
+    ends = block.token_ends()
+    n = len(ends)
+    cuts: list[tuple[int, int]] = []
+    char_start = 0
+    cut = (pos // UNIT + 1) * UNIT
+    while cut < pos + n:
+        char_end = ends[cut - pos - 1]
+        chain = hash((chain, text[char_start:char_end]))
+        cuts.append((cut - pos, chain))
+        char_start = char_end
+        cut += UNIT
+    # The block end is a cut point too; the flag keeps "ab"+"c" apart from "abc".
+    chain = hash((chain, text[char_start:], True))
+    out = _BlockIndex(n, tuple(cuts), chain)
+    if _block_memo_chars + len(text) > _BLOCK_MEMO_CHARS:
+        clear_block_memo()  # a simulator's memo: starting over is simpler than LRU order
+    _block_memo[key] = out
+    _block_memo_chars += len(text)
+    return out
+
+
 def index_prompt(blocks: list[PromptBlock], model: str) -> PromptIndex:
     """Count the prompt's tokens and hash its prefixes at every cut point."""
     digest = hashlib.blake2b(model.encode(), digest_size=16)
@@ -118,22 +173,13 @@ def index_prompt(blocks: list[PromptBlock], model: str) -> PromptIndex:
     chain = 0
     pos = 0
     for block in blocks:
-        text = block.text
-        digest.update(text.encode("utf-8", "surrogatepass"))
+        digest.update(block.text.encode("utf-8", "surrogatepass"))
         digest.update(b"\x1e" if not block.opaque_tokens else b"\x1f")
-        ends = block.token_ends()
-        n = len(ends)
-        char_start = 0
-        cut = (pos // UNIT + 1) * UNIT
-        while cut < pos + n:
-            char_end = ends[cut - pos - 1]
-            chain = hash((chain, text[char_start:char_end]))
-            hashes[cut] = chain
-            char_start = char_end
-            cut += UNIT
-        # The block end is a cut point too; the flag keeps "ab"+"c" apart from "abc".
-        chain = hash((chain, text[char_start:], True))
-        pos += n
+        indexed = _index_block(block, chain, pos)
+        for offset, value in indexed.cuts:
+            hashes[pos + offset] = value
+        chain = indexed.chain
+        pos += indexed.tokens
         hashes[pos] = chain
         block_ends.append(pos)
     return PromptIndex(total=pos, block_ends=block_ends, hashes=hashes, digest=digest.digest())
