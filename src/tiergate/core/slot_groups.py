@@ -25,7 +25,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -38,11 +37,8 @@ PER_KEY = 16
 CONTINUATION_SLACK = 2
 
 
-@dataclass(slots=True)
-class _Held(Generic[S]):
-    value: S
-    size: int
-    used: float
+#: A slot as held: its value, size and when it was stored.
+_Held = tuple[S, int, float]
 
 
 class SlotGroups(Generic[K, S]):
@@ -83,17 +79,23 @@ class SlotGroups(Generic[K, S]):
         if group is None:
             return None
         cutoff = self._clock() - self.idle_seconds
+        if len(group) == 1:  # the usual case: one conversation per opening
+            value, _, used = group[0]
+            if used < cutoff:
+                return None
+            count = shared(value)
+            return (value, count) if count else None
         best: S | None = None
         best_rank = (0, False)
-        for held in group:
-            if held.used < cutoff:
+        for value, _, used in group:
+            if used < cutoff:
                 continue
-            count = shared(held.value)
+            count = shared(value)
             if not count:
                 continue
-            rank = (count, count >= length(held.value))
+            rank = (count, count >= length(value))
             if rank > best_rank:
-                best, best_rank = held.value, rank
+                best, best_rank = value, rank
         return None if best is None else (best, best_rank[0])
 
     def add(
@@ -110,17 +112,27 @@ class SlotGroups(Generic[K, S]):
         the conversation moved on and its old slot goes. Then evicts idle slots and
         the least recently used over any bound. A value larger than `max_size` is
         not kept (the old slot still goes: the new value supersedes it)."""
-        if continued is not None and length is not None:
+        group = self._groups.get(key)
+        if continued is not None and length is not None and group:
             old, count = continued
             held = length(old)
             if count >= held or (count > 1 and count + CONTINUATION_SLACK >= held):
-                self._remove(key, old)
+                for i, slot in enumerate(group):
+                    if slot[0] is old:
+                        del group[i]
+                        self._size -= slot[1]
+                        self._count -= 1
+                        break
         if size > self.max_size:
+            if group is not None and not group:
+                del self._groups[key]
             return
         now = self._clock()
-        group = self._groups.pop(key, None) or []
-        group.insert(0, _Held(value, size, now))
-        self._groups[key] = group  # now the most recently used group
+        if group is None:
+            group = self._groups[key] = []
+        else:
+            self._groups.move_to_end(key)  # now the most recently used group
+        group.insert(0, (value, size, now))
         self._size += size
         self._count += 1
         if len(group) > PER_KEY:
@@ -128,24 +140,14 @@ class SlotGroups(Generic[K, S]):
         cutoff = now - self.idle_seconds
         while self._groups:
             oldest_key, oldest = next(iter(self._groups.items()))
-            victim = oldest[-1]
             over = self._count > self.limit or self._size > self.max_size
-            if victim.used >= cutoff and not over:
+            if oldest[-1][2] >= cutoff and not over:
                 break
             self._remove_held(oldest_key, oldest, len(oldest) - 1)
 
-    def _remove(self, key: K, value: S) -> None:
-        group = self._groups.get(key)
-        if group is None:
-            return
-        for i, held in enumerate(group):
-            if held.value is value:
-                self._remove_held(key, group, i)
-                return
-
     def _remove_held(self, key: K, group: list[_Held[S]], index: int) -> None:
         held = group.pop(index)
-        self._size -= held.size
+        self._size -= held[1]
         self._count -= 1
         if not group:
             del self._groups[key]
