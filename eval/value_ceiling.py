@@ -9,6 +9,9 @@ Why: issue #29 asks every left-out framework for PGR >= max(random, length rule)
 reachable at all if the decision knew, at turn 1 (full credit, never cut off):
 - `knows r`: whether the base agent will fail this session, failing sessions in a
   random order (p unknown);
+- `knows n`: only the session's final length, shortest first (each strong turn
+  of a session is worth (1 - r) p / n, so short sessions are the cheap rescues:
+  the length rule's opposite);
 - `knows p`: the strong model's true odds on the task, ranked highest first (what a
   perfect task-text model of p would give);
 - `knows p, n`: p and the session's final length, ranked by p / n (cheap rescues first);
@@ -45,6 +48,7 @@ def _shuffled(v: SessionValue) -> float:
 
 KNOWLEDGE: dict[str, Knowledge] = {
     "knows r": lambda v: (1.0 - v.resolved) + 0.5 * _shuffled(v),
+    "knows n": lambda v: 1.0 / v.turns + 1e-9 * _shuffled(v),
     "knows p": lambda v: v.odds,
     "knows p, n": lambda v: v.odds / v.turns,
     "knows r, p (oracle)": lambda v: (1.0 - v.resolved) * v.odds / v.turns,
