@@ -47,6 +47,8 @@ STALL_SLACK = 0.1
 #: The extra wait such a stall earns, and how many times in one connect.
 STALL_GRACE = 0.05
 STALL_GRACES = 3
+#: Loop turns a dial seen on time still gets to finish its set-up steps.
+SETTLE_TURNS = 3
 
 _pack = cast("Callable[[tuple[Arg, ...]], bytes]", hiredis.pack_command)
 pack = _pack
@@ -313,7 +315,8 @@ class RespClient:
         and the expired timer are seen in the same turn and the timer wins, so a
         healthy Redis reads as down and everything that fails open (budgets, rate
         limits) stops holding. Here a deadline seen late by more than STALL_SLACK
-        grants a short grace instead, a few times at most.
+        grants a short grace instead, a few times at most, and one seen on time a
+        few loop turns (SETTLE_TURNS) for set-up steps queued behind other work.
         """
         dial = loop.create_task(
             loop.create_connection(
@@ -327,7 +330,15 @@ class RespClient:
             if done:
                 return dial.result()[1]
             if loop.time() - due < STALL_SLACK:
-                break  # seen on time: Redis really did not answer
+                # Seen on time. A busy loop may still owe the dial its last steps
+                # (the connected socket's transport and protocol are set up in
+                # later turns, each queued behind every request ready to run):
+                # a few more turns, not more time, before Redis counts as down.
+                for _ in range(SETTLE_TURNS):
+                    await asyncio.sleep(0)
+                    if dial.done():
+                        return dial.result()[1]
+                break  # Redis really did not answer
             wait = STALL_GRACE
         dial.cancel()
         try:
