@@ -35,7 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tiergate.core.model import ChatRequest
-from tiergate.routing.session import FINGERPRINT, SessionId, conversation_opening
+from tiergate.routing.session import FINGERPRINT, OpeningMemo, SessionId, opening_parts
 
 #: Largest output budget of a side request. Claude Code's quota probe asks for 1
 #: token and its title/topic requests for a few hundred; an agent turn asks for
@@ -46,22 +46,28 @@ SIDE_MAX_TOKENS = 1024
 KEY_CHARS = 16
 
 
-def conversation_key(body: Mapping[str, Any]) -> str | None:
-    """A short, stable name of the conversation `body` continues; None when the
-    body has no user message (nothing identifies a conversation yet).
-
-    Same opening (system prompt and first user message, cache breakpoints
-    ignored) -> same key, in any of the three wire formats.
-    """
-    opening = conversation_opening(body)
-    if opening is None:
-        return None
+def _key_of(opening: tuple[str, str]) -> str:
     system, first_user = opening
     h = hashlib.blake2b(digest_size=KEY_CHARS // 2, person=b"tiergate-conv1")
     h.update(system.encode("utf-8", "surrogatepass"))
     h.update(b"\x00")
     h.update(first_user.encode("utf-8", "surrogatepass"))
     return h.hexdigest()
+
+
+_keys: OpeningMemo[str] = OpeningMemo(_key_of)
+
+
+def conversation_key(body: Mapping[str, Any]) -> str | None:
+    """A short, stable name of the conversation `body` continues; None when the
+    body has no user message (nothing identifies a conversation yet).
+
+    Same opening (system prompt and first user message, cache breakpoints
+    ignored) -> same key, in any of the three wire formats. Remembered by the
+    opening's objects (routing.session.OpeningMemo).
+    """
+    parts = opening_parts(body)
+    return None if parts is None else _keys(parts)
 
 
 def is_side_request(req: ChatRequest, session: SessionId | None = None) -> bool:

@@ -29,13 +29,17 @@ the workspace, so equal ids in two workspaces never share state.
 from __future__ import annotations
 
 import hashlib
+import operator
 import re
 import unicodedata
-from collections.abc import Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import orjson
+
+V = TypeVar("V")
 
 MAX_SESSION_ID_CHARS = 256
 
@@ -154,45 +158,113 @@ def _content_text(content: object) -> str:
     return "\n".join(out)
 
 
-def conversation_opening(body: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(system prompt, first user message) of an OpenAI, Anthropic or Responses body.
-
-    System text is the Anthropic top-level `system` (Responses: `instructions`)
-    plus any system/developer messages before the first user message. None when
-    there is no user message.
-    """
-    system: list[str] = []
+def opening_parts(body: Mapping[str, Any]) -> tuple[Any, ...] | None:
+    """The body's own objects its opening is read from: the top-level `system`
+    (Responses: `instructions`) or None, each system/developer message before the
+    first user message, and that user message (a Responses `input` string stands
+    for it). None when there is no user message."""
     top = body.get("system", body.get("instructions"))  # Anthropic, Responses API
-    if top is not None:
-        system.append(_content_text(top))
     messages = body.get("messages")
     if messages is None:  # a Responses API body: `input` is a string or items
         messages = body.get("input")
         if isinstance(messages, str):
-            return "\n".join(system), messages
+            return (top, messages)
     if not isinstance(messages, list):
         return None
+    parts: list[Any] = [top]
     for msg in messages:
         if not isinstance(msg, dict):
             continue
         role = msg.get("role")
         if role in ("system", "developer"):
-            system.append(_content_text(msg.get("content")))
+            parts.append(msg)
         elif role == "user":
-            return "\n".join(system), _content_text(msg.get("content"))
+            parts.append(msg)
+            return tuple(parts)
     return None
 
 
-def fingerprint(body: Mapping[str, Any]) -> SessionId | None:
-    """A session id derived from the conversation's opening; never long-pin eligible."""
-    opening = conversation_opening(body)
-    if opening is None:
-        return None
+def _opening_texts(parts: tuple[Any, ...]) -> tuple[str, str]:
+    top, *system_messages, user = parts
+    system = [] if top is None else [_content_text(top)]
+    system.extend(_content_text(m.get("content")) for m in system_messages)
+    first_user = user if isinstance(user, str) else _content_text(user.get("content"))
+    return "\n".join(system), first_user
+
+
+#: Openings shorter than this (system prompt plus first user message, in
+#: characters) are not remembered: reading them again costs a few microseconds.
+OPENING_MEMO_MIN_CHARS = 4096
+#: Characters of openings remembered, together.
+OPENING_MEMO_MAX_CHARS = 8_000_000
+
+
+class OpeningMemo(Generic[V]):
+    """A value computed from a body's opening, remembered by the identities of the
+    objects it was read from (`opening_parts`).
+
+    Why: the session fingerprint and the conversation key join and hash the
+    system prompt and the first user message on every request, about 100 us for
+    Claude Code's 60 KB system prompt. The body decode memo (formats/body_decode.py)
+    hands each turn of a conversation the *same* objects for what its bytes
+    share with the last turn, so an identity check finds the answer. An entry
+    holds its objects, so their ids are not reused while it is kept; bodies are
+    never mutated (the decode memo's rule). Only long openings are kept, within
+    OPENING_MEMO_MAX_CHARS; least recently stored first out.
+    """
+
+    __slots__ = ("_chars", "_compute", "_entries", "max_chars")
+
+    def __init__(
+        self, compute: Callable[[tuple[str, str]], V], max_chars: int = OPENING_MEMO_MAX_CHARS
+    ) -> None:
+        self._compute = compute
+        self.max_chars = max_chars
+        self._chars = 0
+        #: ids of the parts -> (the parts, the value, characters of their text)
+        self._entries: OrderedDict[tuple[int, ...], tuple[tuple[Any, ...], V, int]] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __call__(self, parts: tuple[Any, ...]) -> V:
+        key = tuple(map(id, parts))
+        hit = self._entries.get(key)
+        if hit is not None and all(map(operator.is_, hit[0], parts)):
+            return hit[1]
+        opening = _opening_texts(parts)
+        value = self._compute(opening)
+        chars = len(opening[0]) + len(opening[1])
+        if OPENING_MEMO_MIN_CHARS <= chars <= self.max_chars:
+            old = self._entries.pop(key, None)
+            if old is not None:
+                self._chars -= old[2]
+            self._entries[key] = (parts, value, chars)
+            self._chars += chars
+            while self._chars > self.max_chars:
+                self._chars -= self._entries.popitem(last=False)[1][2]
+        return value
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._chars = 0
+
+
+def _fingerprint_of(opening: tuple[str, str]) -> SessionId | None:
     system, first_user = opening
     if not system and not first_user:
         return None  # every empty opener would collide into one "session"
     digest = _sha256(f"tiergate-fp-v1\x00{system}\x00{first_user}")
     return SessionId("fp:" + digest[:32], FINGERPRINT, False)
+
+
+_fingerprints: OpeningMemo[SessionId | None] = OpeningMemo(_fingerprint_of)
+
+
+def fingerprint(body: Mapping[str, Any]) -> SessionId | None:
+    """A session id derived from the conversation's opening; never long-pin eligible."""
+    parts = opening_parts(body)
+    return None if parts is None else _fingerprints(parts)
 
 
 def resolve_session_id(headers: Mapping[str, str], body: Mapping[str, Any]) -> SessionId | None:
