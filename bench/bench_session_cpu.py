@@ -95,28 +95,41 @@ async def _send(app: Any, path: str, body: bytes, session: str) -> int:
     return await asgi_driver.post(app, path, headers, body)
 
 
-def _tools(fmt: str) -> list[dict[str, Any]]:
-    """The tool an agent offers with every request (bench_parse_memo's sessions call it)."""
-    schema = {"type": "object", "properties": {"cmd": {"type": "string"}}}
-    about = "Run a shell command."
-    if fmt == "anthropic":
-        return [{"name": "bash", "description": about, "input_schema": schema}]
-    return [
-        {
-            "type": "function",
-            "function": {"name": "bash", "description": about, "parameters": schema},
-        }
-    ]
+def _tools(fmt: str, count: int = 1) -> list[dict[str, Any]]:
+    """The tools an agent offers with every request: `bash` (bench_parse_memo's
+    sessions call it), then `count - 1` more with schemas the size of Claude Code's
+    (about 1.6 KB each: a long description and eight described parameters)."""
+    specs = [("bash", "Run a shell command.", {"cmd": {"type": "string"}})]
+    for i in range(1, count):
+        props = {f"p{j}": {"type": "string", "description": "A parameter. " * 5} for j in range(8)}
+        specs.append((f"Tool{i}", "Does one thing well. " * 40, props))
+    out: list[dict[str, Any]] = []
+    for name, about, props in specs:
+        schema = {"type": "object", "properties": props}
+        if fmt == "anthropic":
+            out.append({"name": name, "description": about, "input_schema": schema})
+        else:
+            function = {"name": name, "description": about, "parameters": schema}
+            out.append({"type": "function", "function": function})
+    return out
 
 
-def session(fmt: str, turns: int, tool_kb: float, model: str) -> list[bytes]:
-    """The turns' bodies, each with the agent's tools, as agents send them."""
+def session(
+    fmt: str, turns: int, tool_kb: float, model: str, tools: int = 1, system_kb: float = 0.0
+) -> list[bytes]:
+    """The turns' bodies, each with the agent's tools, as agents send them;
+    `system_kb` grows the system prompt to that size (Claude Code's is about 60 KB)."""
+    pad = "You are a coding agent. " * int(system_kb * 1024 / 24)
     out = []
     for raw in bench_parse_memo.bodies(fmt, turns, int(tool_kb * 1024)):
         body = orjson.loads(raw)
         body["model"] = model
         body.setdefault("max_tokens", 64)
-        body["tools"] = _tools(fmt)
+        body["tools"] = _tools(fmt, tools)
+        if pad and "system" in body:
+            body["system"] = pad
+        elif pad and body.get("messages") and body["messages"][0]["role"] == "system":
+            body["messages"][0]["content"] = pad
         out.append(orjson.dumps(body))
     return out
 
@@ -147,7 +160,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     sizes: dict[str, list[int]] = {}
     try:
         for fmt in args.format.split(","):
-            bodies = session(fmt, args.turns, args.tool_kb, model)
+            bodies = session(fmt, args.turns, args.tool_kb, model, args.tools, args.system_kb)
             sizes[fmt] = [len(b) for b in bodies]
             for rep in range(args.sessions):
                 for mode in args.modes.split(","):  # alternating: each sees the same machine
@@ -269,6 +282,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--turns", type=int, default=200, help="session length")
     p.add_argument("--sessions", type=int, default=3, help="sessions per format and mode")
     p.add_argument("--tool-kb", type=float, default=2.0, help="KB per tool result")
+    p.add_argument("--tools", type=int, default=1, help="tools offered (Claude Code: about 20)")
+    p.add_argument(
+        "--system-kb", type=float, default=0.0, help="system prompt KB (Claude Code: about 60)"
+    )
     p.add_argument("--variant", default="agent", choices=sorted(common.VARIANT_HELP))
     p.add_argument("--state", default="redis", choices=["memory", "redis"])
     p.add_argument("--format", default="openai,anthropic", help="comma list of openai,anthropic")

@@ -189,6 +189,32 @@ def test_session_cpu_staggered_times_a_young_session_beside_an_old_one(tmp_path:
     assert len(pair["old"]) == len(pair["young"]) == 10 and min(pair["old"] + pair["young"]) > 0
 
 
+def test_session_cpu_claude_code_shape_offers_many_tools_and_a_long_system_prompt(
+    tmp_path: Path,
+) -> None:
+    """--tools / --system-kb: Claude Code's request shape, every turn answered 200,
+    the first body carrying the system prompt and the tools asked for."""
+    data = run_bench(
+        "bench_session_cpu.py",
+        tmp_path,
+        "--state",
+        "memory",
+        "--modes",
+        "memos",
+        "--format",
+        "anthropic",
+        "--upstream",
+        "anthropic",
+        "--tools",
+        "20",
+        "--system-kb",
+        "60",
+        timeout=120,
+    )
+    assert data["non_200"] == 0 and len(data["cpu_us"]["anthropic/memos"][0]) == 14
+    assert data["sizes"]["anthropic"][0] > 60 * 1024 + 20 * 1500
+
+
 @pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
 def test_request_profile_runs_the_agent_pipeline_in_process(mode: str) -> None:
     """bench/profile_request.py: every request through the ASGI app is answered 200."""
