@@ -136,14 +136,13 @@ def session(
 
 async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.app import create_app
-    from tiergate.config_load import parse_config
     from tiergate.logs import setup_logging
 
     prefix = common.new_prefix("sessioncpu")
     raw = common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix)
     if args.upstream == "anthropic":  # the same models, served on the Messages API
         raw["channels"][0].update(type="anthropic", base_url=sim_url)
-    cfg = parse_config(raw, env={})
+    cfg = common.parse_config(raw, env={})
     setup_logging("INFO")
     for handler in logging.getLogger().handlers:  # written as when served, not shown
         if isinstance(handler, logging.StreamHandler):

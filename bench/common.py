@@ -58,6 +58,17 @@ VARIANT_HELP = {
 }
 
 
+def parse_config(raw: dict[str, Any], env: dict[str, str] | None = None) -> Any:
+    """The tree's config parser: tiergate.config_load's, or tiergate.config's on a
+    tree from before it moved there (the in-process benches run on older trees
+    to compare them with this one)."""
+    try:
+        from tiergate.config_load import parse_config as parse
+    except ModuleNotFoundError:
+        from tiergate.config import parse_config as parse
+    return parse(raw, env)
+
+
 def cpu_layout() -> tuple[int | None, int | None]:
     """(core for the server under test, core for the load side) or (None, None).
 

@@ -141,12 +141,11 @@ def _short(path: str) -> str:
 
 async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
     from tiergate.app import create_app
-    from tiergate.config_load import parse_config
     from tiergate.logs import setup_logging
 
     prefix = common.new_prefix("profile")
     raw = common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix)
-    cfg = parse_config(raw, env={})
+    cfg = common.parse_config(raw, env={})
     setup_logging(args.log_level)
     # the access log is formatted and written as when served, to a file, not here
     for handler in logging.getLogger().handlers:
