@@ -193,8 +193,12 @@ def _opening_texts(parts: tuple[Any, ...]) -> tuple[str, str]:
 
 
 #: Openings shorter than this (system prompt plus first user message, in
-#: characters) are not remembered: reading them again costs a few microseconds.
-OPENING_MEMO_MIN_CHARS = 4096
+#: characters) are not remembered. Reading them again costs at most a few tens
+#: of microseconds, and a shorter opening can sit in a body under the decode
+#: memo's 16 KB floor (formats/body_decode.MIN_BYTES), whose objects are new
+#: every turn: remembering those only held memory (the soak saw RSS grow by
+#: 5 MB more in two minutes with a 4 K floor).
+OPENING_MEMO_MIN_CHARS = 16 * 1024
 #: Characters of openings remembered, together.
 OPENING_MEMO_MAX_CHARS = 8_000_000
 
@@ -209,8 +213,9 @@ class OpeningMemo(Generic[V]):
     hands each turn of a conversation the *same* objects for what its bytes
     share with the last turn, so an identity check finds the answer. An entry
     holds its objects, so their ids are not reused while it is kept; bodies are
-    never mutated (the decode memo's rule). Only long openings are kept, within
-    OPENING_MEMO_MAX_CHARS; least recently stored first out.
+    never mutated (the decode memo's rule). Only openings long enough to sit in
+    a body the decode memo reuses are kept, within OPENING_MEMO_MAX_CHARS; least
+    recently stored first out.
     """
 
     __slots__ = ("_chars", "_compute", "_entries", "max_chars")
