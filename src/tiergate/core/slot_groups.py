@@ -119,9 +119,7 @@ class SlotGroups(Generic[K, S]):
             if count >= held or (count > 1 and count + CONTINUATION_SLACK >= held):
                 for i, slot in enumerate(group):
                     if slot[0] is old:
-                        del group[i]
-                        self._size -= slot[1]
-                        self._count -= 1
+                        self._drop(group, i)  # the group stays: the new slot joins it
                         break
         if size > self.max_size:
             if group is not None and not group:
@@ -145,10 +143,12 @@ class SlotGroups(Generic[K, S]):
                 break
             self._remove_held(oldest_key, oldest, len(oldest) - 1)
 
-    def _remove_held(self, key: K, group: list[_Held[S]], index: int) -> None:
-        held = group.pop(index)
-        self._size -= held[1]
+    def _drop(self, group: list[_Held[S]], index: int) -> None:
+        self._size -= group.pop(index)[1]
         self._count -= 1
+
+    def _remove_held(self, key: K, group: list[_Held[S]], index: int) -> None:
+        self._drop(group, index)
         if not group:
             del self._groups[key]
 

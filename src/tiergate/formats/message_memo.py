@@ -13,9 +13,9 @@ strings), so a slot that belongs to another conversation only costs a compare.
 Slots are keyed by the inbound format and a cheap signature of the first two
 messages, several to a key (core/slot_groups.py: conversations that open alike,
 such as one task run several times at once, each keep their own, and a request
-takes the slot sharing the most messages). A slot holds the raw message dicts of
-the conversation's last request, the
-system parts and messages parsing them appended, and after each raw message how
+takes the slot sharing the most messages). A slot holds the raw message dicts
+of the conversation's last request, the system parts and messages parsing them
+appended, and after each raw message how
 many of each it had, so a match costs a list compare in C and two slices, not a
 Python loop over the history (which grew with the session). Bounded by slot
 count, by the bytes of the bodies held, and by idle time (core.idle_lru's

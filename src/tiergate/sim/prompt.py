@@ -123,10 +123,10 @@ class _BlockIndex:
 #: Why: agents resend the whole history every turn, so at 100 KB the simulator
 #: re-tokenized and re-hashed every earlier message of every request (about 1 ms
 #: of its CPU each: in the gateway's throughput bench it, not the gateway, was the
-#: bottleneck). A block's result depends only on its text, its kind, the chain it
-#: starts from and its offset in the UNIT grid, which is the memo's key.
+#: bottleneck). A block's result depends only on its text, its opaque token count,
+#: the chain it starts from and its offset in the UNIT grid: the memo's key.
 _BLOCK_MEMO_CHARS = 32_000_000
-_block_memo: dict[tuple[int, int, str, bool], _BlockIndex] = {}
+_block_memo: dict[tuple[int, int, str, int], _BlockIndex] = {}
 _block_memo_chars = 0
 
 
@@ -140,9 +140,9 @@ def clear_block_memo() -> None:
 def _index_block(block: PromptBlock, chain: int, pos: int) -> _BlockIndex:
     global _block_memo_chars
     text = block.text
-    key = (chain, pos % UNIT, text, bool(block.opaque_tokens))
+    key = (chain, pos % UNIT, text, block.opaque_tokens)
     held = _block_memo.get(key)
-    if held is not None and (not block.opaque_tokens or held.tokens == block.opaque_tokens):
+    if held is not None:
         return held
     ends = block.token_ends()
     n = len(ends)
