@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import socket
 import subprocess
@@ -174,8 +175,10 @@ class PrivateRedis:
     """A throwaway redis-server on a free port, without persistence, that a test can
     stop (or kill) and restart on the same port. Never the shared 6379 one."""
 
-    def __init__(self) -> None:
+    def __init__(self, unix_socket: str | None = None) -> None:
         self.port = free_port()
+        #: also listen on this socket file (unix:// URLs), when given
+        self.unix_socket = unix_socket
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -183,6 +186,7 @@ class PrivateRedis:
         return f"redis://127.0.0.1:{self.port}/0"
 
     def start(self) -> None:
+        unix = ["--unixsocket", self.unix_socket, "--unixsocketperm", "700"]
         self.proc = subprocess.Popen(
             [
                 "redis-server",
@@ -194,6 +198,7 @@ class PrivateRedis:
                 "",
                 "--appendonly",
                 "no",
+                *(unix if self.unix_socket else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -202,9 +207,11 @@ class PrivateRedis:
         while time.monotonic() < deadline:
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.1):
-                    return
+                    if self.unix_socket is None or os.path.exists(self.unix_socket):
+                        return
             except OSError:
-                time.sleep(0.02)
+                pass
+            time.sleep(0.02)
         raise RuntimeError("private redis-server did not start")
 
     def stop(self, *, kill: bool = False) -> None:
@@ -215,13 +222,13 @@ class PrivateRedis:
 
 
 @contextlib.contextmanager
-def private_redis() -> Iterator[PrivateRedis]:
+def private_redis(unix_socket: str | None = None) -> Iterator[PrivateRedis]:
     """A started PrivateRedis, stopped afterwards (skips when redis-server is missing)."""
     import pytest
 
     if shutil.which("redis-server") is None:
         pytest.skip("redis-server binary not installed")
-    server = PrivateRedis()
+    server = PrivateRedis(unix_socket)
     server.start()
     try:
         yield server

@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from uuid import uuid4
 
 import pytest
@@ -366,10 +367,46 @@ async def test_url_password_user_and_db(private: PrivateRedis, admin: aioredis.R
 
 def test_other_url_schemes_stay_on_redis_py() -> None:
     assert RespClient.from_url("rediss://127.0.0.1:6380/0") is None
-    assert RespClient.from_url("unix:///tmp/redis.sock") is None
+    assert RespClient.from_url("unix:///tmp/redis.sock?health_check_interval=5") is None
+    sock = RespClient.from_url("unix://:p%40ss@/run/redis/redis%20a.sock?db=2")
+    assert sock is not None and sock.unix_path == "/run/redis/redis a.sock"
+    assert sock.where == "/run/redis/redis a.sock"
+    assert sock._setup == [("AUTH", "p@ss"), ("SELECT", 2)]
     assert RespClient.from_url("redis://127.0.0.1:6379/0?health_check_interval=5") is None
     parsed = RespClient.from_url("redis://u:p%2Fw@example.com:7000/2")
     assert parsed is not None and (parsed.host, parsed.port) == ("example.com", 7000)
+
+
+async def test_unix_socket_urls_take_the_fast_client(tmp_path: Path) -> None:
+    """A Redis on the gateway's host, by its socket file: the store runs on RespClient
+    (not redis-py), serves every hot-path call, fails fast when the server is down
+    and comes back by itself when it restarts, as over TCP."""
+    sock = str(tmp_path / "redis.sock")
+    with servers.private_redis(unix_socket=sock) as server:
+        store = RedisStore(f"unix://{sock}?db=1", key_prefix=f"ux:{uuid4().hex}:")
+        assert isinstance(store._wire, RespClient) and store._wire.unix_path == sock
+        try:
+            await store.set_many([Write("a", b"1", 60)])
+            assert await store.get_many(["a", "b"]) == [b"1", None]
+            assert await store.apply_batch([Write("b", b"2")], [Incr("n", 2.5)], guard=("a", b"1"))
+            assert await store.get_many(["b"]) == [b"2"]
+            admin = aioredis.Redis(port=server.port, db=1)
+            try:  # the same server and database over TCP: the writes are really there
+                assert await admin.get(f"{store.prefix}b") == b"2"
+                clients = await admin.client_list()
+                assert any(c.get("laddr", "").startswith(sock) for c in clients)
+            finally:
+                await admin.aclose()
+            server.stop()
+            started = time.monotonic()
+            with pytest.raises(StateUnavailable):
+                await store.get_many(["a"])
+            assert time.monotonic() - started < 2.0
+            server.start()
+            assert await store.get_many(["a", "b"]) == [None, None]  # no persistence
+            assert await store.ping()
+        finally:
+            await store.close()
 
 
 async def test_redis_py_fallback_keeps_the_same_contract(redis_url: str) -> None:

@@ -9,7 +9,7 @@ incr, compare_and_set, apply_batch, ping) go through RespClient (state/resp.py):
 commands pipelined on one connection, hiredis-parsed, several times cheaper in
 CPU than redis-py. transact (WATCH needs a connection of its own) and
 delete_prefix (SCAN) stay on redis-py, as does everything for URLs RespClient
-does not speak (rediss://, unix://, query options).
+does not speak (rediss://, query options other than a unix:// URL's db).
 
 Timeouts are short on purpose: state here is soft (pins, tier memory, counters)
 and must never stall a request. Every connection failure or timeout surfaces as
@@ -138,7 +138,7 @@ class Wire(Protocol):
 
 class RedisPyWire:
     """The RespClient API on redis-py, for URLs the fast client does not speak
-    (rediss://, unix://, query options). Errors are translated the same way."""
+    (rediss://, query options). Errors are translated the same way."""
 
     def __init__(self, client: aioredis.Redis) -> None:
         self._redis = client
@@ -176,7 +176,7 @@ def open_wire(
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
     socket_timeout: float = DEFAULT_SOCKET_TIMEOUT,
 ) -> Wire:
-    """The state store's command path for `url`: RespClient for redis:// URLs, else
+    """The state store's command path for `url`: RespClient for redis:// and unix:// URLs, else
     `client` (redis-py). Other Redis users (the lane store) take it too, so every
     part of the gateway fails, fails fast and reconnects the same way, and never
     re-sends a command it already wrote."""
