@@ -117,6 +117,10 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=15.0)
     p.add_argument("--rate", type=int, default=250, help="py-spy samples per second")
     p.add_argument("--top", type=int, default=25)
+    p.add_argument(
+        "--body-kb", type=int, default=0, help="grow the request to this many KB of agent history"
+    )
+    p.add_argument("--native", action="store_true", help="py-spy --native: C frames too")
     p.add_argument("--keep", type=Path, help="also copy py-spy's raw collapsed stacks here")
     p.add_argument(
         "--py-spy", default=shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
@@ -150,6 +154,7 @@ def main() -> int:
                 "--output",
                 str(raw),
                 "--nonblocking",
+                *(["--native"] if args.native else []),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
@@ -159,7 +164,7 @@ def main() -> int:
             "label": "profile",
             "ports": [int(gw.url.rsplit(":", 1)[1])],
             "headers": {"authorization": f"Bearer {common.TOKEN}"},
-            "body": json.dumps(common.agent_body(model, stream=args.stream)),
+            "body": json.dumps(common.agent_body(model, stream=args.stream, pad_kb=args.body_kb)),
             "session_header": "x-orcarouter-session-id" if args.variant == "agent" else None,
             "session_prefix": uuid.uuid4().hex[:8],
             "concurrency": args.concurrency,
