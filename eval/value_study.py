@@ -22,6 +22,14 @@ percentile threshold would):
 - `length`: the length rule (escalate at turn N), the ladder's own baseline;
 - `random`: PGR = share.
 
+`--extra-train contextgraph` also trains on an outcome-only corpus
+(eval/realtraffic/contextgraph.py: 3,591 SWE-agent sessions, no p), which is never
+scored against the ladder; `--split extra-only` trains on it alone, and
+`--split extra-within` scores it on itself by instance folds (does more data of
+one framework help?). Every row also gives the AUROC of each session's best
+turn score for "the base agent failed": telling failures apart is not the same
+as finding the cheap rescues.
+
 Data: the outcome corpora of eval/realtraffic/outcomes.py (SWE-bench Lite runs
 with Verified instances removed at build, Multi-SWE-bench Java, Terminal-Bench;
 licences in docs/real-traffic.md). Held out from everything: SWE-bench Verified,
@@ -43,6 +51,8 @@ from eval.session_scorer_data import Extracted, extract, stream_jsonl
 from tiergate.replay.counterfactual import SessionValue, score
 
 CORPORA = ("swebench-lite", "msb-java", "terminal-bench")
+#: Outcome-only corpora (no p): trained on with `--extra-train`, never scored.
+EXTRA_CORPORA = ("contextgraph",)
 
 
 @dataclass
@@ -69,9 +79,11 @@ def outcome_columns(path: Path) -> tuple[list[float], list[float]]:
     return r, p
 
 
-def load(corpus_dir: Path, cache: Path) -> Corpus:
+def load(corpus_dir: Path, cache: Path, extra: tuple[str, ...] = ()) -> Corpus:
+    """The scored corpora, plus `extra` outcome-only ones; an extra corpus's p (it has
+    none) is the scored sessions' mean p, so its value target ranks (1 - r) / n."""
     parts = []
-    for name in CORPORA:
+    for name in (*CORPORA, *extra):
         path = corpus_dir / f"outcomes-{name}.jsonl"
         npz = cache / f"value-{name}.npz"
         if npz.exists():
@@ -98,6 +110,10 @@ def load(corpus_dir: Path, cache: Path) -> Corpus:
         cols["c"] += [name] * len(ex.session_id)
         cols["i"] += [f"{name}:{i}" for i in ex.instance]
         cols["s"] += ex.session_id.tolist()
+    scored = np.isin(np.array(cols["c"]), CORPORA)
+    p_all = np.array(cols["p"])
+    p_all[~scored] = p_all[scored].mean()
+    cols["p"] = p_all.tolist()
     return Corpus(
         x=np.vstack(xs),
         turn=np.concatenate(turns).astype(np.float64),
@@ -232,7 +248,10 @@ def held_out_scores(
     `lofo+within`: both."""
     if split == "lofo":
         return fit_and_score(c, x, y, c.framework != held, l2)
-    mine = c.framework == held
+    extra = ~np.isin(c.corpus, CORPORA)
+    if split == "extra-only":
+        return fit_and_score(c, x, y, extra, l2)
+    mine = extra if split == "extra-within" else c.framework == held
     rng = np.random.default_rng(0)
     folds = {i: int(rng.integers(5)) for i in sorted(set(c.instance[mine].tolist()))}
     fold = np.array([folds.get(i, -1) for i in c.instance])
@@ -252,9 +271,11 @@ def run(
     x = design(c)
     y = target(c, target_name)
     rows: list[dict[str, object]] = []
-    for held in sorted(set(c.framework.tolist())):
+    within_extra = split == "extra-within"
+    scored = ~np.isin(c.corpus, CORPORA) if within_extra else np.isin(c.corpus, CORPORA)
+    for held in sorted(set(c.framework[scored].tolist())):
         scores = held_out_scores(c, x, y, held, l2, split)
-        for corpus_name in CORPORA:
+        for corpus_name in sorted(set(c.corpus[scored].tolist())):
             keep_s = (c.framework == held) & (c.corpus == corpus_name)
             if keep_s.sum() < 30:
                 continue
@@ -265,8 +286,25 @@ def run(
                 over = scores > thr
                 strong = (sticky_strong if sticky else per_turn_strong)(c, keep_t, over)
                 got = score(values(c, sessions, strong), resamples=400)
-                rows.append({"framework": held, "corpus": corpus_name, "policy": name, **got})
+                auc = losing_auroc(c, sessions, keep_t, scores)
+                rows.append(
+                    {"framework": held, "corpus": corpus_name, "policy": name, "auroc": auc, **got}
+                )
     return rows
+
+
+def losing_auroc(c: Corpus, sessions: np.ndarray, keep_t: np.ndarray, scores: np.ndarray) -> float:
+    """AUROC of each session's highest turn score for "the base agent failed" (r = 0):
+    how well the scores tell losing sessions apart, whatever they cost to rescue."""
+    best = np.full(len(c.session_id), -np.inf)
+    np.maximum.at(best, c.session[keep_t], scores[keep_t])
+    score_s, losing = best[sessions], c.r[sessions] == 0
+    ranks = np.empty(len(score_s))
+    ranks[np.argsort(score_s, kind="stable")] = np.arange(1, len(score_s) + 1)
+    pos, neg = int(losing.sum()), int((~losing).sum())
+    if not pos or not neg:
+        return float("nan")
+    return float((ranks[losing].sum() - pos * (pos + 1) / 2) / (pos * neg))
 
 
 def fmt(v: object) -> str:
@@ -282,20 +320,31 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--target", choices=list(TARGETS), default="value", help="what is fitted")
     ap.add_argument(
         "--split",
-        choices=["lofo", "within", "lofo+within"],
+        choices=["lofo", "within", "lofo+within", "extra-only", "extra-within"],
         default="lofo",
         help="lofo: fit on the other frameworks; within: on the held-out framework's\n"
-        "other tasks (an operator's own outcomes); lofo+within: both",
+        "other tasks (an operator's own outcomes); lofo+within: both;\n"
+        "extra-only: on the --extra-train corpora alone (no scored framework seen);\n"
+        "extra-within: the extra corpus scored on itself, five instance folds (its p is\n"
+        "one constant, so PGR there ranks (1 - r) / n only)",
+    )
+    ap.add_argument(
+        "--extra-train",
+        action="append",
+        default=[],
+        choices=list(EXTRA_CORPORA),
+        help="also train on this outcome-only corpus (eval/realtraffic/contextgraph.py)",
     )
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
-    c = load(args.corpus_dir, args.cache)
+    c = load(args.corpus_dir, args.cache, tuple(args.extra_train))
     rows = run(c, args.share, args.l2, args.target, args.split)
-    print(f"target: {TARGETS[args.target]}; split {args.split}", end="; ")
+    extra = f" + {', '.join(args.extra_train)}" if args.extra_train else ""
+    print(f"target: {TARGETS[args.target]}; split {args.split}{extra}", end="; ")
     print(f"share {args.share:.0%}; l2 {args.l2:g}\n")
     heads = ["framework (left out)", "corpus", "policy", "sessions", "share", "PGR (95 % CI)"]
-    heads += ["random", "length", "oracle", "waste", "cut off", "PGR - max lower"]
+    heads += ["random", "length", "oracle", "waste", "cut off", "PGR - max lower", "AUROC r=0"]
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
     for r in rows:
@@ -317,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
             fmt(r["waste"]),
             fmt(r["cut_off"]),
             fmt(lower),
+            fmt(r["auroc"]),
         ]
         print("| " + " | ".join(str(x) for x in cells) + " |")
     if args.json:
