@@ -37,20 +37,20 @@ import json
 import math
 from dataclasses import dataclass
 from importlib import resources
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tiergate.routing.task_difficulty import task_difficulty
+from tiergate.routing.task_message import TASK_CHAR_LIMIT
 
 if TYPE_CHECKING:
-    from tiergate.routing.transcript import TranscriptSummary
+    from tiergate.routing.difficulty import Tally
+    from tiergate.routing.progress import Progress
 
 ARTIFACT = "session_scorer_v2.json"
 #: Earlier artifacts this code still loads (their features are a subset of FEATURE_NAMES).
 EARLIER_ARTIFACTS = ("session_scorer_v1.json",)
 #: Words of the task text read for the type/token ratio (bounds the per-session cost).
 TASK_TOKEN_LIMIT = 4000
-#: Characters of the task text read for its statistics.
-TASK_CHAR_LIMIT = 32_000
 #: Pseudo-observations without a failure in the failed-observation share: a share
 #: read from one or two observations is mostly noise (a session's first test run
 #: fails on purpose), and a real struggle has many.
@@ -156,7 +156,21 @@ def _reads_task_difficulty() -> bool:
     return COMPUTE_TASK_DIFFICULTY or "task_difficulty" in shipped().names
 
 
-def features(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, ...]:
+class SessionSoFar(Protocol):
+    """What `features` reads of a session's running summary (routing.transcript's
+    TranscriptSummary, which imports this module: named here, not imported)."""
+
+    @property
+    def progress(self) -> Progress: ...
+
+    @property
+    def task(self) -> TaskText | None: ...
+
+    @property
+    def tally(self) -> Tally: ...
+
+
+def features(summary: SessionSoFar, lexical_delta: float) -> tuple[float, ...]:
     """The feature vector of a session so far, in FEATURE_NAMES order; `lexical_delta`
     is the latest turn's delta score, which the planner computes anyway."""
     p = summary.progress
@@ -266,7 +280,7 @@ def shipped() -> SessionScorer:
 
 
 def session_score(
-    summary: TranscriptSummary, lexical_delta: float, scorer: SessionScorer | None = None
+    summary: SessionSoFar, lexical_delta: float, scorer: SessionScorer | None = None
 ) -> float:
     """The score `escalation.scorer: learned` feeds the engine (0..1, trigger at
     delta_t2): the shipped model's (or `scorer`'s: the trainer checks a candidate
@@ -277,7 +291,7 @@ def session_score(
     return max(model.score(features(summary, lexical_delta)), lexical_delta)
 
 
-def explain(summary: TranscriptSummary, lexical_delta: float) -> tuple[float, dict[str, float]]:
+def explain(summary: SessionSoFar, lexical_delta: float) -> tuple[float, dict[str, float]]:
     """`session_score` and its reasons for the audit event: the model's top
     contributions, or `lexical_floor` when the lexical score is the higher."""
     scorer = shipped()
