@@ -11,12 +11,9 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import httptools
-
-if TYPE_CHECKING:
-    from tiergate.providers.pool import HostPool
 
 
 class HTTPClientError(Exception):
@@ -182,6 +179,18 @@ class Response:
         self._wake()
 
 
+class ConnectionOwner(Protocol):
+    """What a Connection needs of the pool that keeps it (providers/pool.HostPool);
+    named here so this module does not import the pool, which imports it."""
+
+    loop: asyncio.AbstractEventLoop
+    read_timeout: float | None
+
+    def release(self, conn: Connection) -> None: ...
+
+    def forget(self, conn: Connection) -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """One kept-alive HTTP/1.1 connection, one exchange at a time.
 
@@ -189,7 +198,7 @@ class Connection(asyncio.Protocol):
     it fires early; data arrival just stores a timestamp.
     """
 
-    def __init__(self, pool: HostPool) -> None:
+    def __init__(self, pool: ConnectionOwner) -> None:
         self.pool = pool
         self.loop = pool.loop
         self.transport: asyncio.Transport | None = None

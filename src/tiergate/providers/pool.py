@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from tiergate.providers.exchange import (
     ConnectError,
@@ -15,8 +16,18 @@ from tiergate.providers.exchange import (
 )
 from tiergate.providers.network import Proxy, open_tunnel
 
-if TYPE_CHECKING:
-    from tiergate.providers.client import HTTPClient
+
+class PoolOwner(Protocol):
+    """The settings a pool reads from the client that owns it (providers/client.HTTPClient);
+    named here so this module does not import the client, which imports it."""
+
+    loop: asyncio.AbstractEventLoop
+    read_timeout: float | None
+    connect_timeout: float | None
+    idle_timeout: float
+    limit_per_host: int
+
+    def ssl_context(self, host: str, port: int) -> ssl.SSLContext: ...
 
 
 class HostPool:
@@ -24,7 +35,7 @@ class HostPool:
     the spare ones age out after `idle_timeout`)."""
 
     def __init__(
-        self, client: HTTPClient, host: str, port: int, tls: bool, proxy: Proxy | None = None
+        self, client: PoolOwner, host: str, port: int, tls: bool, proxy: Proxy | None = None
     ) -> None:
         self.loop = client.loop
         self.read_timeout = client.read_timeout
