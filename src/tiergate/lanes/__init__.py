@@ -18,7 +18,6 @@ from tiergate.lanes.decide import (
 from tiergate.lanes.errors import CapacityExhausted, SessionTierError, StorageUnavailable
 from tiergate.lanes.factory import open_lane_store
 from tiergate.lanes.flow import (
-    Lease,
     PreparedTurn,
     SessionTiers,
     acquire,
@@ -26,6 +25,7 @@ from tiergate.lanes.flow import (
     release_on_failure,
 )
 from tiergate.lanes.hashing import policy_revision, revision_hash, scope_hash
+from tiergate.lanes.lease import Lease
 from tiergate.lanes.metadata import TierTurn, classify_model, extract_session_tier
 from tiergate.lanes.migrations import migrate
 from tiergate.lanes.observe import ToolCallObserver, observe_events, observe_response

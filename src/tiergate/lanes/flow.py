@@ -47,6 +47,7 @@ from tiergate.lanes.errors import (
     storage_unavailable,
 )
 from tiergate.lanes.hashing import revision_hash, scope_hash
+from tiergate.lanes.lease import Lease
 from tiergate.lanes.metadata import Kind, TierTurn, extract_session_tier, strip_session_tier
 from tiergate.lanes.outage import OutageLog
 from tiergate.lanes.pending import PendingCompletions
@@ -62,18 +63,6 @@ log = logging.getLogger(__name__)
 SWAP_ATTEMPTS = 8
 
 Admit = Callable[[RouteCandidate], bool]
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    """Proof of holding a lane for one request, kept in memory by its holder."""
-
-    scope: str
-    lease_id: str
-    expires_at: float
-    resolved: frozenset[str]  # outstanding tool hashes this request answers
-    user_turns: int
-    turn_mark: str | None = None  # the request's last user turn (decide._turn_mark)
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
 
 from tiergate.lanes.errors import SessionTierError
-
-if TYPE_CHECKING:
-    from tiergate.lanes.flow import Lease
+from tiergate.lanes.lease import Lease
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +32,7 @@ log = logging.getLogger(__name__)
 RENEWALS_PER_LEASE = 3
 MIN_INTERVAL_SECONDS = 0.05
 
-Renew = Callable[["Lease"], Awaitable[bool]]
+Renew = Callable[[Lease], Awaitable[bool]]
 
 
 class LeaseRenewals:
