@@ -16,7 +16,6 @@ import orjson
 
 from tiergate.replay.corpus import CorpusError, write_corpus
 from tiergate.replay.generator import DEFAULT_SEED, DEFAULT_SESSIONS, generate_corpus
-from tiergate.replay_cli import POLICY_NAMES
 
 if TYPE_CHECKING:
     from tiergate.replay.pipeline import Prepared
@@ -168,8 +167,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(err, file=sys.stderr)
         return 2
+    from tiergate.replay.experiments import policy_list
+
     turns = sum(len(d["turns"]) for d in corpus)
-    runs = len(args.policy or POLICY_NAMES) + (1 if args.e2e else 0)
+    runs = len(policy_list(args.policy)) + (1 if args.e2e else 0)
     with progress_bar(turns * (1 + runs), _show_progress(args), "replay") as bar:
         prep = _prepare(corpus, source, bar)
         if prep is None:
