@@ -4,8 +4,9 @@ Every `from tiergate... import` counts, at module level, inside functions
 (call-time imports) and under TYPE_CHECKING alike: a cycle any of them closes
 is a layering problem even when Python tolerates it at run time. The three
 the project broke (config <-> routing.dsl <-> routing.tiers, api.admin_common
--> app, metrics <-> routing.distributor <-> routing.affinity) must stay broken;
-the few cycles left inside one package are listed, so a new one fails here.
+-> app, metrics <-> routing.distributor <-> routing.affinity) must stay broken,
+and so must the four inside routing, providers, lanes and replay: any cycle
+fails here.
 """
 
 from __future__ import annotations
@@ -15,27 +16,9 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
-#: Cycles inside one package, known and tolerated (type-only or call-time).
-KNOWN = {
-    frozenset(
-        {
-            "tiergate.routing.difficulty",
-            "tiergate.routing.session_scorer",
-            "tiergate.routing.task_message",
-            "tiergate.routing.transcript",
-        }
-    ),
-    frozenset(
-        {
-            "tiergate.providers.client",
-            "tiergate.providers.exchange",
-            "tiergate.providers.network",
-            "tiergate.providers.pool",
-        }
-    ),
-    frozenset({"tiergate.lanes.flow", "tiergate.lanes.renew"}),
-    frozenset({"tiergate.replay.commands", "tiergate.replay_cli"}),
-}
+#: Cycles known and tolerated: none left (the last four, inside routing, providers,
+#: lanes and replay, were broken on 2026-12-04).
+KNOWN: set[frozenset[str]] = set()
 
 
 def _modules() -> dict[str, Path]:
