@@ -53,6 +53,7 @@ import subprocess
 import sys
 import tempfile
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,33 +179,49 @@ def _git(gd: Path, *args: str) -> bytes:
     return subprocess.run(["git", "-C", str(gd), *args], check=True, capture_output=True).stdout
 
 
-def checkout(src: Source, repos: Path, into: Path) -> tuple[Path, int]:
-    """Write the source's trajectories under `into`; returns their root and count."""
-    gd = git_dir(repos, src.repo)
-    names = _git(gd, "ls-tree", "-r", "-z", "--name-only", src.commit, "--", src.prefix)
-    paths = [p for p in names.decode().split("\0") if p and re.search(src.pattern, p)]
-    # `cat-file --batch` streams every blob through one process.
+def list_files(gd: Path, commit: str, prefix: str) -> list[str]:
+    """Paths under `prefix` at `commit`."""
+    names = _git(gd, "ls-tree", "-r", "-z", "--name-only", commit, "--", prefix)
+    return [p for p in names.decode().split("\0") if p]
+
+
+def blobs(gd: Path, commit: str, paths: list[str]) -> Iterator[tuple[str, bytes]]:
+    """(path, content) of each file at `commit`, streamed through one `git cat-file
+    --batch`; files the snapshot lacks (large files are left out of it) are skipped."""
     proc = subprocess.Popen(
         ["git", "-C", str(gd), "cat-file", "--batch"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
     )
     assert proc.stdin is not None and proc.stdout is not None
+    try:
+        for p in paths:
+            proc.stdin.write(f"{commit}:{p}\n".encode())
+            proc.stdin.flush()
+            header = proc.stdout.readline().split()
+            if len(header) < 3 or header[1] != b"blob":
+                continue
+            data = proc.stdout.read(int(header[2]))
+            proc.stdout.read(1)
+            yield p, data
+    finally:
+        proc.stdin.close()
+        proc.wait()
+
+
+def checkout(src: Source, repos: Path, into: Path) -> tuple[Path, int]:
+    """Write the source's trajectories under `into`; returns their root and count."""
+    gd = git_dir(repos, src.repo)
+    paths = [p for p in list_files(gd, src.commit, src.prefix) if re.search(src.pattern, p)]
     written = 0
-    for p in tqdm(paths, desc=f"extract {src.name}", unit="file", file=sys.stderr):
-        proc.stdin.write(f"{src.commit}:{p}\n".encode())
-        proc.stdin.flush()
-        header = proc.stdout.readline().split()
-        if len(header) < 3 or header[1] != b"blob":
-            continue  # a file the snapshot lacks (large files are left out of it)
-        data = proc.stdout.read(int(header[2]))
-        proc.stdout.read(1)
+    bar = tqdm(total=len(paths), desc=f"extract {src.name}", unit="file", file=sys.stderr)
+    for p, data in blobs(gd, src.commit, paths):
         target = into / src.name / p
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         written += 1
-    proc.stdin.close()
-    proc.wait()
+        bar.update()
+    bar.close()
     return into / src.name / src.prefix, written
 
 

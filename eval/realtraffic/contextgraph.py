@@ -24,14 +24,14 @@ this writes `outcomes-contextgraph.jsonl` beside the other corpora.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import orjson
 from tqdm import tqdm
+
+from eval.realtraffic.build import blobs, git_dir, list_files
 
 REPO = "wzh4464/ContextGraph"
 COMMIT = "1319787c5abf54f591ca3fbf408e4b0ac601b51b"
@@ -103,42 +103,14 @@ def session_doc(traj: dict[str, Any], path: str) -> dict[str, Any] | None:
     }
 
 
-def blobs(git_dir: Path, paths: list[str]) -> Iterator[tuple[str, bytes]]:
-    """(path, content) of each file at COMMIT, through one `git cat-file --batch`."""
-    proc = subprocess.Popen(
-        ["git", "-C", str(git_dir), "cat-file", "--batch"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-    )
-    assert proc.stdin is not None and proc.stdout is not None
-    try:
-        for p in paths:
-            proc.stdin.write(f"{COMMIT}:{p}\n".encode())
-            proc.stdin.flush()
-            header = proc.stdout.readline().split()
-            if len(header) < 3 or header[1] != b"blob":
-                continue  # a file the snapshot lacks
-            data = proc.stdout.read(int(header[2]))
-            proc.stdout.read(1)
-            yield p, data
-    finally:
-        proc.stdin.close()
-        proc.wait()
-
-
 def build(repos: Path, out: Path) -> tuple[int, int]:
     """Write outcomes-contextgraph.jsonl; returns (sessions, resolved)."""
-    git_dir = repos / REPO.replace("/", "+") / "repo"
-    listing = subprocess.run(
-        ["git", "-C", str(git_dir), "ls-tree", "-r", "-z", "--name-only", COMMIT, "--", PREFIX],
-        check=True,
-        capture_output=True,
-    ).stdout.decode()
-    paths = sorted(p for p in listing.split("\0") if p.endswith(".json"))
+    gd = git_dir(repos, REPO)
+    paths = sorted(p for p in list_files(gd, COMMIT, PREFIX) if p.endswith(".json"))
     out.mkdir(parents=True, exist_ok=True)
     sessions = resolved = 0
     with open(out / "outcomes-contextgraph.jsonl", "wb") as fh:
-        for path, data in tqdm(blobs(git_dir, paths), total=len(paths), desc="contextgraph"):
+        for path, data in tqdm(blobs(gd, COMMIT, paths), total=len(paths), desc="contextgraph"):
             doc = session_doc(orjson.loads(data), path)
             if doc is None:
                 continue
