@@ -3,6 +3,7 @@ machine (routing/outlier.py) by property, and the distributor that applies it.""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from hypothesis import given, settings
@@ -162,6 +163,44 @@ def test_the_machine_ejects_only_on_evidence(
         if h.ejected:
             assert h.ejected_until - now <= p.max_ejection_seconds + 1e-9
             assert h.ejections >= 1
+
+
+health_values = st.builds(
+    Health,
+    ejected=st.booleans(),
+    consecutive=st.integers(0, 50),
+    window_start=st.floats(0, 100),
+    window_requests=st.integers(0, 50),
+    window_failures=st.integers(0, 50),
+    ejections=st.integers(0, 9),
+    ejected_until=st.floats(0, 500),
+    trial_until=st.floats(0, 500),
+    restored_at=st.floats(0, 500),
+)
+
+
+@given(health_values, st.floats(0, 200), st.booleans())
+def test_counting_an_outcome_is_replace_on_the_counted_fields_only(
+    h: Health, now: float, failed: bool
+) -> None:
+    """`_count` builds its result field by field (it runs on every request); it must
+    equal the `dataclasses.replace` form, so a field added to Health and not
+    listed there cannot be silently reset to its default."""
+    p = OutlierPolicy()
+    fresh = now - h.window_start >= p.window_seconds or now < h.window_start
+    start = dataclasses.replace(h, window_start=now, window_requests=0, window_failures=0)
+    base = start if fresh else h
+    expected = dataclasses.replace(
+        base,
+        window_requests=base.window_requests + 1,
+        window_failures=base.window_failures + int(failed),
+        consecutive=h.consecutive + 1 if failed else 0,
+    )
+    assert outlier._count(p, h, now, failed) == expected
+    assert {f.name for f in dataclasses.fields(Health)} == {
+        "ejected", "consecutive", "window_start", "window_requests", "window_failures",
+        "ejections", "ejected_until", "trial_until", "restored_at",
+    }  # fmt: skip
 
 
 # ---- the distributor -------------------------------------------------------------------------

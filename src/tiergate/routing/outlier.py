@@ -82,13 +82,19 @@ def may_eject(p: OutlierPolicy, total: int, ejected: int, usable_others: int) ->
 
 
 def _count(p: OutlierPolicy, h: Health, now: float, failed: bool) -> Health:
-    if now - h.window_start >= p.window_seconds or now < h.window_start:
-        h = replace(h, window_start=now, window_requests=0, window_failures=0)
-    return replace(
-        h,
-        window_requests=h.window_requests + 1,
-        window_failures=h.window_failures + int(failed),
+    """One outcome counted. Built by the constructor, not `replace` (which walks
+    the fields each call): this runs on every served request."""
+    fresh = now - h.window_start >= p.window_seconds or now < h.window_start
+    return Health(
+        ejected=h.ejected,
         consecutive=h.consecutive + 1 if failed else 0,
+        window_start=now if fresh else h.window_start,
+        window_requests=1 if fresh else h.window_requests + 1,
+        window_failures=int(failed) if fresh else h.window_failures + int(failed),
+        ejections=h.ejections,
+        ejected_until=h.ejected_until,
+        trial_until=h.trial_until,
+        restored_at=h.restored_at,
     )
 
 

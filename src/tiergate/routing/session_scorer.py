@@ -35,6 +35,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import operator
 from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING, Any, Protocol
@@ -258,12 +259,22 @@ class SessionScorer:
         ]
 
     def score(self, x: tuple[float, ...]) -> float:
-        z = self.bias + sum(self.contributions(x))
+        return self.probability(self.contributions(x))
+
+    def probability(self, contributions: list[float]) -> float:
+        """The score from `contributions(x)` (so `explain` computes them once)."""
+        z = self.bias + sum(contributions)
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
 
     def reasons(self, x: tuple[float, ...], kept: int = REASONS_KEPT) -> dict[str, float]:
         """The largest contributions to the logit (feature name -> value), for audit."""
-        parts = sorted(zip(self.names, self.contributions(x), strict=True), key=lambda t: -t[1])
+        return self.top_reasons(self.contributions(x), kept)
+
+    def top_reasons(self, contributions: list[float], kept: int = REASONS_KEPT) -> dict[str, float]:
+        """`reasons` from `contributions(x)`; ties keep the artifact's order."""
+        parts = sorted(
+            zip(self.names, contributions, strict=True), key=operator.itemgetter(1), reverse=True
+        )
         return {name: round(c, 3) for name, c in parts[:kept] if c > 0}
 
 
@@ -295,8 +306,8 @@ def explain(summary: SessionSoFar, lexical_delta: float) -> tuple[float, dict[st
     """`session_score` and its reasons for the audit event: the model's top
     contributions, or `lexical_floor` when the lexical score is the higher."""
     scorer = shipped()
-    x = features(summary, lexical_delta)
-    learned = scorer.score(x)
+    parts = scorer.contributions(features(summary, lexical_delta))
+    learned = scorer.probability(parts)
     if lexical_delta > learned:
         return lexical_delta, {"lexical_floor": round(lexical_delta, 3)}
-    return learned, scorer.reasons(x)
+    return learned, scorer.top_reasons(parts)
