@@ -152,6 +152,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_bodies.py",
         "bench_session_cpu.py",
         "revocation.py",
+        "count_instructions.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -213,6 +214,32 @@ def test_session_cpu_claude_code_shape_offers_many_tools_and_a_long_system_promp
     )
     assert data["non_200"] == 0 and len(data["cpu_us"]["anthropic/memos"][0]) == 14
     assert data["sizes"]["anthropic"][0] > 60 * 1024 + 20 * 1500
+
+
+def test_instruction_counts_compare_an_archived_tree_with_the_working_tree(tmp_path: Path) -> None:
+    """count_instructions.py --quick: HEAD unpacked by git archive and the working
+    tree each drive profile_request.py to the end (no valgrind in the smoke run)."""
+    data = run_bench(
+        "count_instructions.py", tmp_path, "--trees", "HEAD", ".", "--state", "memory", timeout=120
+    )
+    assert [row["tree"] for row in data["trees"]] == ["HEAD", "."]
+    assert all(row["runs"] == [] and row["commit"] for row in data["trees"])
+
+
+def test_instruction_count_is_read_from_callgrind_output(tmp_path: Path) -> None:
+    sys.path.insert(0, str(BENCH))
+    try:
+        import count_instructions
+    finally:
+        sys.path.remove(str(BENCH))
+    out = tmp_path / "callgrind.out"
+    out.write_bytes(b"# callgrind format\nversion: 1\nevents: Ir\nsummary: 3670123\n\nfn=x\n1 5\n")
+    assert count_instructions.instructions(out) == 3670123
+    out.write_bytes(b"events: Ir\ntotals: 42\n")
+    assert count_instructions.instructions(out) == 42
+    out.write_bytes(b"events: Ir\n")
+    with pytest.raises(ValueError):
+        count_instructions.instructions(out)
 
 
 @pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
