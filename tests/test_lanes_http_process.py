@@ -127,6 +127,9 @@ def kill_mid_stream(doomed: subprocess.Popen[bytes], url: str, body: dict[str, A
         assert streaming.status_code == 200
         first = next(streaming.iter_raw())  # output is flowing: the lease is held
         assert b"[DONE]" not in first, "the stream ended before the kill"
+        # An error event here (an upstream timeout on a starved machine) means the
+        # gateway already finalized the turn and released the lease.
+        assert b'"error":' not in first, f"the stream failed before the kill: {first[:300]!r}"
         doomed.kill()  # SIGKILL: no finalize, no cleanup
         doomed.wait(10)
         return streaming.headers["x-orca-request-id"]
