@@ -15,7 +15,10 @@ reachable at all if the decision knew, at turn 1 (full credit, never cut off):
 - `knows p`: the strong model's true odds on the task, ranked highest first (what a
   perfect task-text model of p would give);
 - `knows p, n`: p and the session's final length, ranked by p / n (cheap rescues first);
-- `knows r, p` (the oracle): ranked by (1 - r) p / n, the fractional-knapsack optimum.
+- `knows r, p` (the oracle): ranked by (1 - r) p / n, the fractional-knapsack optimum;
+- `knows nothing: first k turns`: every session strong for its first k turns, then
+  base (`strong_opening`): where the value sits, at the price of escalating
+  every session (its waste column says so).
 The gap between `knows p` and the oracle is what only knowing whether the base is
 losing can buy; between random and `knows p`, what any model of p can buy at most.
 
@@ -103,6 +106,33 @@ def escalate_from_turn_one(
     ]
 
 
+def strong_opening(sessions: Sequence[SessionValue], share: float) -> list[SessionValue]:
+    """Knowing nothing: every session's first k turns strong, then base, with k
+    (fractional: a hashed subset of sessions gets one turn more) spending `share`.
+
+    Not a candidate policy (it escalates every resolved session and switches each
+    session's model once): it shows where the value sits. A turn is worth
+    (1 - r) p / n, so the same few turns for every session spend more of the budget
+    on short sessions than random whole sessions do, without knowing which are short.
+    """
+    budget = share * sum(v.turns for v in sessions)
+    k, spent = 0, 0
+    while True:
+        step = sum(1 for v in sessions if v.turns > k)
+        if step == 0 or spent + step > budget:
+            break
+        spent, k = spent + step, k + 1
+    longer = [v for v in sessions if v.turns > k]
+    extra = {v.session_id for v in sorted(longer, key=_shuffled)[: int(budget - spent)]}
+    out = []
+    for v in sessions:
+        s = min(v.turns, k + (v.session_id in extra))
+        out.append(
+            SessionValue(v.session_id, v.instance, v.resolved, v.odds, v.turns, s, 1 if s else None)
+        )
+    return out
+
+
 def rows(
     groups: dict[str, list[SessionValue]], shares: Sequence[float], resamples: int
 ) -> list[list[str]]:
@@ -121,6 +151,10 @@ def rows(
                     cells += [f"{got['random']:.2f}", f"{got['length_rule']:.2f}"]
                 band = f" ({lo:.2f}-{hi:.2f})" if lo is not None else ""
                 cells.append(f"{got['pgr']:.2f}{band}")
+            got = score(strong_opening(sessions, share), resamples=resamples)
+            lo, hi = (got.get("interval") or {}).get("pgr") or (None, None)
+            band = f" ({lo:.2f}-{hi:.2f})" if lo is not None else ""
+            cells.append(f"{got['pgr']:.2f}{band}, waste {got['waste']:.0%}")
             bar = max(base["random"], base["length_rule"]) + 0.15 if base else 0.0
             cells.append(f"{bar:.2f}")
             out.append(cells)
@@ -160,7 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.instances:
         KNOWLEDGE["repository prior"] = repository_prior(args.instances)
     heads = ["framework (benchmark)", "sessions", "share", "random", "length rule"]
-    heads += [f"{k} (95 % CI)" for k in KNOWLEDGE] + ["issue's bar"]
+    heads += [f"{k} (95 % CI)" for k in KNOWLEDGE]
+    heads += ["knows nothing: first k turns of every session (95 % CI)", "issue's bar"]
     print("| " + " | ".join(heads) + " |")
     print("|" + "---|" * len(heads))
     for cells in rows(read_manifest(args.manifest), args.share, args.resamples):
