@@ -138,7 +138,7 @@ def test_projection_and_forecast() -> None:
     none = AdmissionCounters()
     assert projected_share(share, none, 1.0, "requests") == 19 / 101
     # two escalated sessions expect 6 more strong turns among 20 forecast turns
-    adm = AdmissionCounters(sessions=10, reserved=20, used=0, strong_reserved=6, strong_used=0)
+    adm = AdmissionCounters(sessions=10, reserved_net=20, strong_reserved_net=6)
     p = projected_share(share, adm, 1.0 + 4.0, "requests")
     assert p == (18 + 6 + 5) / (100 + 1 + 20)
     assert admission_refused(share, adm, 20, "requests", 20, 5.0)
@@ -151,14 +151,15 @@ def test_projection_and_forecast() -> None:
     assert remaining_turns(10.0, 9) == 5.0  # at least half the mean
 
 
-_counter = st.one_of(st.none(), st.integers(0, 10_000).map(lambda n: str(n / 4).encode()))
+_counter = st.one_of(st.none(), st.integers(-10_000, 10_000).map(lambda n: str(n / 4).encode()))
 
 
 @given(st.integers(1, 7), st.data())
 def test_admission_decode_is_the_plain_fold(days: int, data: st.DataObject) -> None:
     """The decode skips absent counters for speed; it must equal summing each
     field over the live slots, and the sessions over the days."""
-    values = data.draw(st.lists(_counter, min_size=days + 8, max_size=days + 8))
+    width = days + 2 * len(SLOT_FIELDS)
+    values = data.draw(st.lists(_counter, min_size=width, max_size=width))
     n = len(SLOT_FIELDS)
     num = [float(v) if v is not None else 0.0 for v in values]
     slots = num[days:]
@@ -181,3 +182,38 @@ def test_admission_keys_follow_the_day_and_the_slot(now: float, days: int, ws: b
     written = admission_incrs("coding", "coding", now, days, True, [(slot, 3.0, 1.0)], [])
     prefix = "esc:wadmit:" if ws else "esc:admit:"
     assert {i.key for i in written if i.key.startswith(prefix)} <= set(keys)
+
+
+# (slot offset from now's, turns, strong turns): reservations, then uses
+_moves = st.lists(
+    st.tuples(st.integers(-3, 0), st.integers(0, 40).map(lambda n: n / 4), st.integers(0, 40)),
+    max_size=12,
+)
+
+
+@given(_moves, _moves, st.booleans())
+def test_net_slot_counters_read_what_reserved_minus_used_would(
+    reserve: list[tuple[int, float, int]], consume: list[tuple[int, float, int]], ws: bool
+) -> None:
+    """Each slot keeps reserved minus used in one counter; read back through a
+    real store, the outstanding turns equal the separate sums (over the live
+    slots) the four counters per slot used to hold, clamped at zero."""
+    now = T0 + 1234.5
+    slot = int(now // SLOT_SECONDS)
+    res = [(slot + d, t, float(min(s, 4))) for d, t, s in reserve]
+    use = [(slot + d, t, float(min(s, 4))) for d, t, s in consume]
+
+    async def run() -> AdmissionCounters:
+        store = MemoryStore(clock=lambda: now)
+        for i in range(0, max(len(res), len(use)), 3):  # several commits
+            incrs = admission_incrs("r", "w", now, 2, False, res[i : i + 3], use[i : i + 3])
+            await store.apply_batch([], incrs)
+        keys = admission_keys("w" if ws else "r", now, 2, workspace=ws)
+        return admission_from_values(await store.get_many(list(keys)), 2)
+
+    got = asyncio.run(run())
+    live = {slot, slot - 1}
+    turns = sum(t for s, t, _ in res if s in live) - sum(t for s, t, _ in use if s in live)
+    strong = sum(x for s, _, x in res if s in live) - sum(x for s, _, x in use if s in live)
+    assert abs(got.outstanding - max(0.0, turns)) < 1e-9
+    assert abs(got.strong_outstanding - max(0.0, strong)) < 1e-9

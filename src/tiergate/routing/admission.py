@@ -29,11 +29,14 @@ heavy-tailed: a session that already outlived the mean is not about to end,
 hence the floor of half the mean.
 
 Reservations: a session reserves its forecast remaining turns in a 5-minute
-slot counter (`esc:admit:{router}:s{slot}:ar`), an escalated session also as
-strong turns (`:sr`); each later turn consumes one (`:au`, a strong serve also
-`:su`), and a tier transition (escalation, de-escalation, reset) releases what
-is left and reserves anew for the new tier. `outstanding` is reserved minus
-used over the current and the previous slot, so the reservation of a session
+slot counter (`esc:admit:{router}:s{slot}:o`), an escalated session also as
+strong turns (`:so`); each later turn consumes one from the same slot (a
+decrement of `:o`, a strong serve also of `:so`), and a tier transition
+(escalation, de-escalation, reset) releases what is left and reserves anew for
+the new tier. Each slot keeps only its net (reserved minus used): the sum of
+the nets is the sum of the reservations minus the sum of the uses, so two keys
+a slot tell what four did. `outstanding` is that net over the current and the
+previous slot, so the reservation of a session
 that simply stops (most do: agents do not de-escalate, their tier state
 expires) lapses within 5-10 minutes instead of accumulating; a session still
 going when its slot lapses reserves its forecast again in the current slot.
@@ -57,8 +60,8 @@ from tiergate.state.base import Incr
 SLOT_SECONDS = 300.0
 #: Slots read: the current one and the previous one.
 SLOTS_READ = 2
-#: Counter fields per slot: reserved and used turns, reserved and used strong turns.
-SLOT_FIELDS = ("ar", "au", "sr", "su")
+#: Counter fields per slot: turns and strong turns reserved, net of those used.
+SLOT_FIELDS = ("o", "so")
 #: Mean session length assumed until `FORECAST_MIN_SESSIONS` sessions are seen.
 PRIOR_SESSION_TURNS = 10.0
 FORECAST_MIN_SESSIONS = 20
@@ -67,23 +70,22 @@ _DAY = 86400.0
 
 @dataclass(frozen=True, slots=True)
 class AdmissionCounters:
-    """Sessions started over the share window; reservations over the live slots."""
+    """Sessions started over the share window; reservations net of use over the
+    live slots (negative when a lapsed slot's reservation was used since)."""
 
     sessions: float = 0.0
-    reserved: float = 0.0
-    used: float = 0.0
-    strong_reserved: float = 0.0
-    strong_used: float = 0.0
+    reserved_net: float = 0.0
+    strong_reserved_net: float = 0.0
 
     @property
     def outstanding(self) -> float:
         """Forecast turns still to come from the sessions open now."""
-        return max(0.0, self.reserved - self.used)
+        return max(0.0, self.reserved_net)
 
     @property
     def strong_outstanding(self) -> float:
         """Forecast strong turns still to come from sessions already escalated."""
-        return max(0.0, self.strong_reserved - self.strong_used)
+        return max(0.0, self.strong_reserved_net)
 
 
 def slot_of(now: float) -> int:
@@ -204,23 +206,24 @@ def admission_incrs(
     consume: Sequence[tuple[int, float, float]],
 ) -> list[Incr]:
     """Increments for one committed turn: a session started, reservations made
-    and consumed (slot, turns, strong turns), for the router and the workspace."""
+    and consumed (slot, turns, strong turns), for the router and the workspace.
+    A release and a new reservation in one slot (a transition) net to one write."""
     scopes = [_prefix(router, False)]
     if workspace is not None:
         scopes.append(_prefix(workspace, True))
     day = day_stamps(now, 1)[0]
     day_ttl = (window_days + 1) * _DAY
     slot_ttl = (SLOTS_READ + 1) * SLOT_SECONDS
+    net: dict[tuple[int, str], float] = {}
+    for sign, moves in ((1.0, reserve), (-1.0, consume)):
+        for slot, turns, strong in moves:
+            if turns > 0:
+                net[slot, "o"] = net.get((slot, "o"), 0.0) + sign * turns
+            if strong > 0:
+                net[slot, "so"] = net.get((slot, "so"), 0.0) + sign * strong
     out: list[Incr] = []
     for p in scopes:
         if new_session:
             out.append(Incr(f"{p}:{day}:sess", 1.0, day_ttl))
-        for (slot, turns, strong), (all_f, strong_f) in [
-            *((r, ("ar", "sr")) for r in reserve),
-            *((c, ("au", "su")) for c in consume),
-        ]:
-            if turns > 0:
-                out.append(Incr(f"{p}:s{slot}:{all_f}", turns, slot_ttl))
-            if strong > 0:
-                out.append(Incr(f"{p}:s{slot}:{strong_f}", strong, slot_ttl))
+        out += [Incr(f"{p}:s{slot}:{f}", v, slot_ttl) for (slot, f), v in net.items() if v]
     return out
