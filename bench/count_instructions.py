@@ -111,6 +111,8 @@ def one_run(
     ]
     if args.body_kb:
         cmd += ["--body-kb", str(args.body_kb)]
+    if args.tools != "body":
+        cmd += ["--tools", args.tools]
     if not args.quick:
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", *cmd]
     env = {**os.environ, "PYTHONPATH": str(src), "PYTHONHASHSEED": "0"}
@@ -133,6 +135,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", default="agent", choices=sorted(common.VARIANT_HELP))
     p.add_argument("--state", default="redis", choices=["memory", "redis"])
     p.add_argument("--body-kb", type=int, default=0, help="request body size (0: the ~12 KB one)")
+    p.add_argument(
+        "--tools",
+        default="body",
+        choices=["body", "claude-code"],
+        help="the body's own tools, or a Claude-Code-shaped list (bench/agent_tools.py)",
+    )
     p.add_argument("--low", type=int, default=100, help="requests of the shorter run")
     p.add_argument("--high", type=int, default=400, help="requests of the longer run")
     p.add_argument("--warmup", type=int, default=200, help="requests before counting starts")
@@ -178,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
             }
         )
     body = f"{args.body_kb} KB" if args.body_kb else "~12 KB"
+    if args.tools != "body":
+        body += f", {args.tools} tools"
     print(f"\ninstructions per request: {args.variant}/{args.state}, {body} body")
     print("| tree | commit | subject | runs (M) | median (M) | against the first |")
     print("|---|---|---|---|---|---|")

@@ -199,13 +199,23 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
 
 def chosen_body(args: argparse.Namespace, model: str) -> str | None:
     """--body-kb: the real turn nearest that size in --bodies (bench_bodies.py's
-    choice), else the generated agent body grown to it; None: the usual ~12 KB body."""
-    if not args.body_kb:
+    choice), else the generated agent body grown to it; None: the usual ~12 KB body.
+    --tools claude-code: that body with a Claude-Code-shaped tool list
+    (bench/agent_tools.py) in place of its own."""
+    if not args.body_kb and args.tools == "body":
         return None
     import bench_bodies
 
-    sessions = bench_bodies.corpus_turns(args.bodies)
-    body, source = bench_bodies.pick_bodies(sessions, [args.body_kb])[args.body_kb]
+    if args.body_kb:
+        sessions = bench_bodies.corpus_turns(args.bodies)
+        body, source = bench_bodies.pick_bodies(sessions, [args.body_kb])[args.body_kb]
+    else:
+        body, source = common.agent_body(model), "the generated agent body"
+    if args.tools == "claude-code":
+        import agent_tools
+
+        body = {**body, "tools": agent_tools.CLAUDE_CODE_SHAPED}
+        source += ", Claude-Code-shaped tools"
     print(f"body: {len(json.dumps(body)) // 1024} KB, {source}", file=sys.stderr)
     return bench_bodies.with_counter(body, model)
 
@@ -230,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sim-url", default=None, help="a running simulator (else one is started)")
     p.add_argument("--body-kb", type=int, default=0, help="profile a body of this size")
     p.add_argument("--bodies", type=Path, default=None, help="corpus to take real bodies from")
+    p.add_argument(
+        "--tools",
+        default="body",
+        choices=["body", "claude-code"],
+        help="the body's own tools, or a Claude-Code-shaped list (bench/agent_tools.py)",
+    )
     args = p.parse_args(argv)
     sim = None
     sim_url = args.sim_url

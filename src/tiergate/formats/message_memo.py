@@ -30,8 +30,9 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from tiergate.core.model import Message, TextPart
+from tiergate.core.model import Message, TextPart, ToolSpec
 from tiergate.core.slot_groups import SlotGroups
+from tiergate.formats.member_memo import MemberMemo
 
 #: Conversations remembered, and the body bytes their slots may hold together.
 DEFAULT_SLOTS = 128
@@ -138,9 +139,11 @@ def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
 
 
 class MessageMemo:
-    """The last parse of each recent conversation (see the module docstring)."""
+    """The last parse of each recent conversation (see the module docstring), and
+    `members`: what was checked and parsed of the members a conversation resends
+    unchanged besides its messages (formats/member_memo.py)."""
 
-    __slots__ = ("_slots",)
+    __slots__ = ("_slots", "members")
 
     def __init__(
         self,
@@ -150,6 +153,7 @@ class MessageMemo:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._slots: SlotGroups[Hashable, _Slot] = SlotGroups(limit, max_bytes, idle_seconds, clock)
+        self.members = MemberMemo(max_bytes=max_bytes, idle_seconds=idle_seconds, clock=clock)
 
     def __len__(self) -> int:
         return len(self._slots)
@@ -166,6 +170,7 @@ class MessageMemo:
     @max_bytes.setter
     def max_bytes(self, value: int) -> None:
         self._slots.max_size = value
+        self.members.max_bytes = value
 
     def match(self, fmt: str, raws: Sequence[Any]) -> Reuse | None:
         """The previous parse of the longest prefix of `raws` equal to a slot's, or
@@ -197,6 +202,7 @@ class MessageMemo:
 
     def clear(self) -> None:
         self._slots.clear()
+        self.members.clear()
 
 
 #: A codec's parse of one raw message at `path`, appending to the system parts
@@ -232,3 +238,19 @@ def parse_messages(
     if memo is None:
         return None
     return Parsed(system[s_base:], messages[m_base:], marks)
+
+
+def parse_tools(
+    raw: Any,
+    memo: MessageMemo | None,
+    size: int,
+    parse: Callable[[Any], list[ToolSpec]],
+    kind: str,
+) -> list[ToolSpec]:
+    """A codec's `parse` of a body's tools; with a memo, the parse this very list
+    had in an earlier request of the conversation (formats/member_memo.py; `kind`
+    names the codec, `size` is the body's bytes). The list is the request's own
+    copy; the specs are shared and, like the messages, never mutated."""
+    if memo is None:
+        return parse(raw)
+    return list(memo.members.parsed(kind, raw, size, lambda: parse(raw)))

@@ -18,6 +18,7 @@ from tiergate.core.model import ChatRequest
 from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
+from tiergate.formats.member_memo import CHECKED
 from tiergate.formats.message_memo import MessageMemo
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import InboundFormat
@@ -61,20 +62,34 @@ def check_depth(body: dict[str, Any]) -> None:
 
 def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo) -> ChatRequest:
     """The body as a neutral request, its depth checked first. Formats with a
-    memo reuse the conversation's previous parse for the messages it shares;
-    those passed this depth check when first parsed, so only the rest is walked
-    (a walk over the whole history grew with the session)."""
+    memo reuse the conversation's previous parse for the messages it shares, and
+    the body-decode memo hands back the same objects for members resent
+    unchanged (an agent's tools); those passed this depth check before, so only
+    the rest is walked (a walk over the whole history grew with the session, and
+    one over the tool schemas cost every request alike)."""
     reuse = None
     raws = body.get(fmt.memo_field)
     if fmt.parse_reusing is not None and fmt.memo_key is not None and type(raws) is list:
         reuse = memo.match(fmt.memo_key, raws)
-    if reuse is None or type(raws) is not list:
+    if fmt.parse_reusing is None:
         check_depth(body)
     else:
-        fresh = {k: v for k, v in body.items() if k != fmt.memo_field}
-        fresh[fmt.memo_field] = raws[reuse.count :]
+        members = memo.members
+        fresh = {
+            k: v
+            for k, v in body.items()
+            if k != fmt.memo_field
+            and not ((type(v) is list or type(v) is dict) and members.checked(v))
+        }
+        if type(raws) is list:
+            fresh[fmt.memo_field] = raws if reuse is None else raws[reuse.count :]
+        elif raws is not None:
+            fresh[fmt.memo_field] = raws
         if too_deep(fresh):  # the whole body is walked again, to name the field
             check_depth(body)
+        for k, v in fresh.items():
+            if k != fmt.memo_field and (type(v) is list or type(v) is dict):
+                members.put(CHECKED, v, True, size)
     try:
         if fmt.parse_reusing is not None:
             return fmt.parse_reusing(body, memo, size, reuse)

@@ -31,7 +31,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients often omit it
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
@@ -98,9 +98,9 @@ def parse_request(
     messages = _apply_clear_at(messages)
     tools_raw = body.get("tools")
     tools = (
-        [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
-        if tools_raw is not None
-        else []
+        []
+        if tools_raw is None
+        else parse_tools(tools_raw, memo, size, _parse_tools, "anthropic.tools")
     )
     tool_choice, parallel = _parse_tool_choice(body.get("tool_choice"))
     stops = body.get("stop_sequences")
@@ -344,6 +344,10 @@ def _parse_image(b: dict[str, Any], path: str) -> ImagePart | RawBlock:
     if kind == "url":
         return ImagePart(url=expect_str(src.get("url"), f"{path}.source.url"))
     return RawBlock(b)
+
+
+def _parse_tools(raw: Any) -> list[ToolSpec]:
+    return [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(raw, "tools"))]
 
 
 def _parse_tool(raw: Any, path: str) -> ToolSpec:

@@ -29,7 +29,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools
 from tiergate.formats.render_memo import HistoryMemo
 
 #: The memo slot namespace of this codec's parses.
@@ -106,9 +106,9 @@ def parse_request(
     response_format = _parse_response_format(body.get("response_format"))
     tools_raw = body.get("tools")
     tools = (
-        [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(tools_raw, "tools"))]
-        if tools_raw is not None
-        else []
+        []
+        if tools_raw is None
+        else parse_tools(tools_raw, memo, size, _parse_tools, "openai.tools")
     )
     req = ChatRequest(
         model=model,
@@ -278,6 +278,10 @@ def image_from_url(url: str, path: str) -> ImagePart:
     if not sep or encoding != "base64" or not media_type:
         raise FormatError("image data URLs must be data:<media type>;base64,<data>", path)
     return ImagePart(data=data, media_type=media_type)
+
+
+def _parse_tools(raw: Any) -> list[ToolSpec]:
+    return [_parse_tool(t, f"tools[{i}]") for i, t in enumerate(expect_list(raw, "tools"))]
 
 
 def _parse_tool(raw: Any, path: str) -> ToolSpec:

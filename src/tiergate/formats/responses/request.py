@@ -17,7 +17,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from tiergate.core.model import ChatRequest, ImagePart, Message, Part, TextPart, ThinkingPart
+from tiergate.core.model import (
+    ChatRequest,
+    ImagePart,
+    Message,
+    Part,
+    TextPart,
+    ThinkingPart,
+    ToolSpec,
+)
 from tiergate.formats import (
     expect_dict,
     expect_list,
@@ -32,7 +40,12 @@ from tiergate.formats.errors import FormatError
 from tiergate.formats.message_memo import MessageMemo, Parsed, Reuse, parse_messages
 from tiergate.formats.openai.request import image_from_url
 from tiergate.formats.responses.items import decode_reasoning
-from tiergate.formats.responses.tools import call_from_item, parse_tool_choice, parse_tools
+from tiergate.formats.responses.tools import (
+    ToolRoute,
+    call_from_item,
+    parse_tool_choice,
+    parse_tools,
+)
 
 _CALL_ITEMS = frozenset({"function_call", "custom_tool_call", "local_shell_call"})
 _OUTPUT_ITEMS = frozenset(
@@ -92,7 +105,7 @@ def parse_request(
     if not messages:
         raise FormatError("input has no message for the model to answer", "input")
 
-    tools, routes, accepted = parse_tools(body.get("tools"))
+    tools, routes, accepted = _tools(body.get("tools"), memo, size)
     tool_choice, tools = parse_tool_choice(body.get("tool_choice"), tools)
     text = opt_dict(body.get("text"), "text")
     reasoning = opt_dict(body.get("reasoning"), "reasoning")
@@ -345,3 +358,16 @@ def _string_list(raw: Any, path: str) -> list[str]:
     if raw is None:
         return []
     return [expect_str(v, f"{path}[{i}]") for i, v in enumerate(expect_list(raw, path))]
+
+
+def _tools(
+    raw: Any, memo: MessageMemo | None, size: int
+) -> tuple[list[ToolSpec], dict[str, ToolRoute], list[dict[str, Any]]]:
+    """`parse_tools`, or with a memo the parse this very list had in an earlier
+    request of the conversation (formats/member_memo.py), in copies the request owns."""
+    if memo is None or raw is None:
+        return parse_tools(raw)
+    specs, routes, accepted = memo.members.parsed(
+        "responses.tools", raw, size, lambda: parse_tools(raw)
+    )
+    return list(specs), dict(routes), list(accepted)
