@@ -19,7 +19,7 @@ from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
 from tiergate.formats.member_memo import CHECKED
-from tiergate.formats.message_memo import MessageMemo
+from tiergate.formats.message_memo import MessageMemo, Reuse
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.inbound import InboundFormat
 
@@ -73,23 +73,35 @@ def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo
         reuse = memo.match(fmt.memo_key, raws)
     if fmt.parse_reusing is None:
         check_depth(body)
-    else:
-        members = memo.members
-        fresh = {
-            k: v
-            for k, v in body.items()
-            if k != fmt.memo_field
-            and not ((type(v) is list or type(v) is dict) and members.checked(v))
-        }
-        if type(raws) is list:
-            fresh[fmt.memo_field] = raws if reuse is None else raws[reuse.count :]
-        elif raws is not None:
-            fresh[fmt.memo_field] = raws
-        if too_deep(fresh):  # the whole body is walked again, to name the field
-            check_depth(body)
+        return _parse(fmt, body, size, memo, reuse)
+    field = fmt.memo_field
+    members = memo.members if size >= memo.members.min_bytes else None  # else all new objects
+    fresh = {
+        k: v
+        for k, v in body.items()
+        if k != field
+        and not (
+            members is not None and (type(v) is list or type(v) is dict) and members.checked(v)
+        )
+    }
+    if type(raws) is list:
+        fresh[field] = raws if reuse is None else raws[reuse.count :]
+    elif raws is not None:
+        fresh[field] = raws
+    if too_deep(fresh):  # the whole body is walked again, to name the field
+        check_depth(body)
+    if members is not None:
         for k, v in fresh.items():
-            if k != fmt.memo_field and (type(v) is list or type(v) is dict):
+            if k != field and (type(v) is list or type(v) is dict):
                 members.put(CHECKED, v, True, size)
+    return _parse(fmt, body, size, memo, reuse)
+
+
+def _parse(
+    fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo, reuse: Reuse | None
+) -> ChatRequest:
+    """The format's parse (reusing the memo's match when it has one); a
+    FormatError is the client's 400."""
     try:
         if fmt.parse_reusing is not None:
             return fmt.parse_reusing(body, memo, size, reuse)
