@@ -335,3 +335,23 @@ def test_explicit_id_cannot_forge_a_fingerprint_scope() -> None:
     forged = resolve_session_id({"x-session-id": fp.value}, OPENAI_BODY)
     assert forged is not None and forged.value == fp.value
     assert session_scope("ws", forged) != session_scope("ws", fp)
+
+
+_STRIPPED = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
+
+
+@settings(max_examples=500)
+@given(
+    st.one_of(
+        st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=80),
+        st.text(max_size=80),
+    )
+)
+def test_the_printable_ascii_shortcut_keeps_the_per_character_rule(raw: str) -> None:
+    """Printable ASCII skips the per-character scan; every id must come out as
+    the scan would have made it."""
+    kept = "".join(c for c in raw if unicodedata.category(c) not in _STRIPPED).strip()
+    want = kept if kept else None
+    if want is not None and len(want) > MAX_SESSION_ID_CHARS:
+        return  # hashed: covered by the bounding tests
+    assert sanitize_session_id(raw) == want

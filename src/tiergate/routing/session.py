@@ -80,13 +80,21 @@ def sanitize_session_id(raw: object) -> str | None:
     if len(text) > 16 * MAX_SESSION_ID_CHARS:
         # Far beyond any real id: hash it whole instead of scanning it char by char.
         return "sha256:" + _sha256(text)
-    cleaned = "".join(c for c in text if unicodedata.category(c) not in _STRIP_CATEGORIES)
+    cleaned = text if text.isascii() and text.isprintable() else _strip_invisible(text)
     cleaned = cleaned.strip()
     if not cleaned:
         return None
     if len(cleaned) > MAX_SESSION_ID_CHARS:
         return "sha256:" + _sha256(cleaned)
     return cleaned
+
+
+def _strip_invisible(text: str) -> str:
+    """`text` without control, format, surrogate, private-use, unassigned and line or
+    paragraph separator characters. Printable ASCII has none of them, which is
+    why the caller skips this per-character scan for it (every session id
+    a client sends, on every request)."""
+    return "".join(c for c in text if unicodedata.category(c) not in _STRIP_CATEGORIES)
 
 
 def _sha256(text: str) -> str:
