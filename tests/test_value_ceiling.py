@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
+from eval.value_ceiling import strong_opening
 from hypothesis import given
 from hypothesis import strategies as st
 
-from eval.value_ceiling import strong_opening
 from tiergate.replay.counterfactual import SessionValue, score
 
 _sessions = st.lists(
