@@ -240,7 +240,7 @@ def parse_messages(
     return Parsed(system[s_base:], messages[m_base:], marks)
 
 
-def parse_tools(
+def parse_tools_reusing(
     raw: Any,
     memo: MessageMemo | None,
     size: int,

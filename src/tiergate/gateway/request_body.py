@@ -76,14 +76,16 @@ def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo
         return _parse(fmt, body, size, memo, reuse)
     field = fmt.memo_field
     members = memo.members if size >= memo.members.min_bytes else None  # else all new objects
-    fresh = {
-        k: v
-        for k, v in body.items()
-        if k != field
-        and not (
-            members is not None and (type(v) is list or type(v) is dict) and members.checked(v)
-        )
-    }
+    fresh: dict[str, Any] = {}
+    unchecked: list[Any] = []  # containers to remember once they pass
+    for k, v in body.items():
+        if k == field:
+            continue
+        if members is not None and (type(v) is list or type(v) is dict):
+            if members.checked(v):
+                continue
+            unchecked.append(v)
+        fresh[k] = v
     if type(raws) is list:
         fresh[field] = raws if reuse is None else raws[reuse.count :]
     elif raws is not None:
@@ -91,9 +93,8 @@ def parse(fmt: InboundFormat, body: dict[str, Any], size: int, memo: MessageMemo
     if too_deep(fresh):  # the whole body is walked again, to name the field
         check_depth(body)
     if members is not None:
-        for k, v in fresh.items():
-            if k != field and (type(v) is list or type(v) is dict):
-                members.put(CHECKED, v, True, size)
+        for v in unchecked:
+            members.put(CHECKED, v, True, size)
     return _parse(fmt, body, size, memo, reuse)
 
 

@@ -214,13 +214,14 @@ def admission_incrs(
     day = day_stamps(now, 1)[0]
     day_ttl = (window_days + 1) * _DAY
     slot_ttl = (SLOTS_READ + 1) * SLOT_SECONDS
+    all_f, strong_f = SLOT_FIELDS
     net: dict[tuple[int, str], float] = {}
     for sign, moves in ((1.0, reserve), (-1.0, consume)):
         for slot, turns, strong in moves:
             if turns > 0:
-                net[slot, "o"] = net.get((slot, "o"), 0.0) + sign * turns
+                net[slot, all_f] = net.get((slot, all_f), 0.0) + sign * turns
             if strong > 0:
-                net[slot, "so"] = net.get((slot, "so"), 0.0) + sign * strong
+                net[slot, strong_f] = net.get((slot, strong_f), 0.0) + sign * strong
     out: list[Incr] = []
     for p in scopes:
         if new_session:

@@ -31,7 +31,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools_reusing
 
 DEFAULT_MAX_TOKENS = 4096  # Anthropic requires max_tokens; OpenAI clients often omit it
 MIN_THINKING_BUDGET = 1024  # Anthropic's floor for thinking.budget_tokens
@@ -100,7 +100,7 @@ def parse_request(
     tools = (
         []
         if tools_raw is None
-        else parse_tools(tools_raw, memo, size, _parse_tools, "anthropic.tools")
+        else parse_tools_reusing(tools_raw, memo, size, _parse_tools, "anthropic.tools")
     )
     tool_choice, parallel = _parse_tool_choice(body.get("tool_choice"))
     stops = body.get("stop_sequences")

@@ -29,7 +29,7 @@ from tiergate.formats import (
     opt_str,
 )
 from tiergate.formats.errors import FormatError
-from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools
+from tiergate.formats.message_memo import MessageMemo, Reuse, parse_messages, parse_tools_reusing
 from tiergate.formats.render_memo import HistoryMemo
 
 #: The memo slot namespace of this codec's parses.
@@ -108,7 +108,7 @@ def parse_request(
     tools = (
         []
         if tools_raw is None
-        else parse_tools(tools_raw, memo, size, _parse_tools, "openai.tools")
+        else parse_tools_reusing(tools_raw, memo, size, _parse_tools, "openai.tools")
     )
     req = ChatRequest(
         model=model,
