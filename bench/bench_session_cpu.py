@@ -32,12 +32,24 @@ alternating too): the old session's turns N-9..N and the young one's turns
 gateway serving a long and a new session at once does. Reported as its own row.
 The young session has a task of its own; `--twins` gives it the old one's (the
 same opening messages: one task run twice at once).
+
+`--count OLD,YOUNG` times nothing: it builds `--turns` turns' bodies, then
+after a warm-up session sends one session's turns 1..OLD and another's (of its
+own task) turns 1..YOUNG, and exits. bench/count_instructions.py
+`--session-turns` runs it under callgrind with three pairs and subtracts:
+instructions (and simulated cache misses) of turns N-9..N and of turns 2-11,
+which no VM's drift can blur. The cycle collector is off while it sends: its
+full passes land in whichever run crosses a threshold, a million instructions
+a turn of noise.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
+import itertools
+import json
 import logging
 import os
 import pstats
@@ -134,11 +146,28 @@ def session(
     return out
 
 
-async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
+#: Each tool output's first bytes (bench_parse_memo's turns: "out <k> xxx...").
+_OUTPUT = b'"out '
+_sessions_made = itertools.count()
+
+
+def own_outputs(bodies: list[bytes]) -> list[bytes]:
+    """The bodies with tool outputs no other session of this run has (a 3-hex-digit
+    tag, same length, in place of "out"). Why: the gateway remembers what it read
+    from a tool output by the text (routing/observations.py, routing/difficulty.py),
+    and real sessions do not repeat each other's outputs; sessions built from one
+    template did, so a later session's early turns were read from memory and
+    looked cheaper than they are."""
+    tag = b'"%03x ' % (next(_sessions_made) % 4096)
+    return [b.replace(_OUTPUT, tag) for b in bodies]
+
+
+async def _app(args: argparse.Namespace, sim_url: str, prefix: str) -> tuple[Any, Any, Any]:
+    """The gateway's ASGI app as configured for this bench, started: (app, lifespan
+    task, its inbox)."""
     from tiergate.app import create_app
     from tiergate.logs import setup_logging
 
-    prefix = common.new_prefix("sessioncpu")
     raw = common.gateway_config(sim_url, args.variant, state=args.state, prefix=prefix)
     if args.upstream == "anthropic":  # the same models, served on the Messages API
         raw["channels"][0].update(type="anthropic", base_url=sim_url)
@@ -149,6 +178,45 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
             handler.setStream(open(os.devnull, "w"))  # noqa: SIM115 - lives as long as the run
     app = create_app(cfg, spool_path=str(Path(tempfile.mkdtemp()) / "spool"), env={})
     life, inbox = await asgi_driver.lifespan(app)
+    return app, life, inbox
+
+
+async def count_run(args: argparse.Namespace, sim_url: str, old: int, young: int) -> int:
+    """--count: a warm-up session, then turns 1..`old` of one session and 1..`young`
+    of another, untimed; the non-200 replies."""
+    prefix = common.new_prefix("sessioncount")
+    app, life, inbox = await _app(args, sim_url, prefix)
+    fmt = args.format.split(",")[0]
+    model = common.MODELS[args.variant]
+    # every run builds the same bodies, so the runs differ only in what is sent
+    turns = max(args.turns, old, young, 12)
+    bodies = session(fmt, turns, args.tool_kb, model, args.tools, args.system_kb)
+    other = own_outputs([b.replace(_TASK, _OTHER_TASK) for b in bodies])
+    warm = own_outputs([b.replace(_TASK, b"Fix the band parser") for b in bodies[:12]])
+    bodies = own_outputs(bodies)
+    bad = 0
+    # The cycle collector's full passes cost millions of instructions on a heap this
+    # size and land in whichever of the three runs crosses its threshold: counted
+    # runs would differ by them, not by the turns sent (see --help).
+    gc.collect()
+    gc.disable()
+    try:
+        for name, turns in (("warm", warm), ("old", bodies[:old]), ("young", other[:young])):
+            for body in turns:
+                bad += await _send(app, PATHS[fmt], body, f"{prefix}-{name}") != 200
+        await app.state.tiergate.gateway.drain()
+    finally:
+        gc.enable()
+        await inbox.put({"type": "lifespan.shutdown"})
+        await life
+        if args.state == "redis":
+            common.redis_cleanup(prefix)
+    return bad
+
+
+async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
+    prefix = common.new_prefix("sessioncpu")
+    app, life, inbox = await _app(args, sim_url, prefix)
     gateway = app.state.tiergate.gateway
     model = common.MODELS[args.variant]
     cpu: dict[tuple[str, str], list[list[float]]] = {}
@@ -166,7 +234,7 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
                     _set_mode(gateway, mode, saved)
                     sid = f"{prefix}-{fmt}-{mode}-{rep}-{uuid.uuid4().hex[:6]}"
                     row = []
-                    for turn, body in enumerate(bodies, start=1):
+                    for turn, body in enumerate(own_outputs(bodies), start=1):
                         watched = profile is not None and mode == "memos"
                         watched = watched and turn > args.turns - args.profile
                         if watched:
@@ -220,6 +288,7 @@ async def _staggered(
     if not twins:
         assert all(_TASK in b for b in young_bodies), "bench_parse_memo's task text changed"
         young_bodies = [b.replace(_TASK, _OTHER_TASK) for b in young_bodies]
+    bodies, young_bodies = own_outputs(bodies), own_outputs(young_bodies)
     for body in bodies[: n - 11]:  # the old session up to turn N-11, untimed
         bad += await _send(app, path, body, f"{sid}-old") != 200
     old: list[float] = []
@@ -305,21 +374,34 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="--staggered's young session repeats the old one's task (same opening messages)",
     )
+    p.add_argument(
+        "--count",
+        metavar="OLD,YOUNG",
+        default=None,
+        help="untimed, for callgrind: turns 1..OLD of one session, 1..YOUNG of another",
+    )
+    p.add_argument("--sim-url", default=None, help="a running simulator (else one is started)")
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
     args = p.parse_args(argv)
+    if args.count is not None:
+        return _count_main(args)
     if args.quick:
         args.turns, args.sessions = (22 if args.staggered else 14), 1
     if args.turns < 12 or (args.staggered and args.turns < 22):
         p.error("--turns must be at least 12 (10-turn windows), 22 with --staggered")
     info = common.machine_info()
     common.print_machine(info)
-    sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
+    sim, sim_url = None, args.sim_url
+    if sim_url is None:
+        sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
+        sim_url = sim.url
     try:
         import uvloop
 
-        res = uvloop.run(run(args, sim.url))
+        res = uvloop.run(run(args, sim_url))
     finally:
-        sim.stop()
+        if sim is not None:
+            sim.stop()
     report(res, args)
     payload = {
         "machine": info,
@@ -335,6 +417,23 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"\nJSON: {common.write_result('session_cpu', payload)}")
     return 1 if res["non_200"] else 0
+
+
+def _count_main(args: argparse.Namespace) -> int:
+    import uvloop
+
+    old, young = (int(n) for n in args.count.split(","))
+    sim, sim_url = None, args.sim_url
+    if sim_url is None:
+        sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncount-")), None)
+        sim_url = sim.url
+    try:
+        bad = uvloop.run(count_run(args, sim_url, old, young))
+    finally:
+        if sim is not None:
+            sim.stop()
+    print(json.dumps({"old": old, "young": young, "non_200": bad}))
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

@@ -242,6 +242,68 @@ def test_instruction_count_is_read_from_callgrind_output(tmp_path: Path) -> None
         count_instructions.instructions(out)
 
 
+def _bench_module(name: str) -> Any:
+    sys.path.insert(0, str(BENCH))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.remove(str(BENCH))
+
+
+def test_cache_events_and_the_cycle_estimate_are_read_from_callgrind_output(
+    tmp_path: Path,
+) -> None:
+    count_instructions = _bench_module("count_instructions")
+    out = tmp_path / "callgrind.out"
+    out.write_bytes(
+        b"events: Ir Dr Dw I1mr D1mr D1mw ILmr DLmr DLmw\nsummary: 1000 300 200 1 2 3 0 4 5\n"
+    )
+    got = count_instructions.events(out)
+    assert got == {
+        "Ir": 1000, "Dr": 300, "Dw": 200, "I1mr": 1, "D1mr": 2, "D1mw": 3,
+        "ILmr": 0, "DLmr": 4, "DLmw": 5,
+    }  # fmt: skip
+    assert count_instructions.instructions(out) == 1000
+    assert count_instructions.estimated_cycles(got) == 1000 + 10 * 6 + 100 * 9
+    low = {"Ir": 100, "DLmr": 7}
+    assert count_instructions.per_request(low, {"Ir": 400, "DLmr": 13}, 3) == {
+        "Ir": 100.0,
+        "DLmr": 2.0,
+    }
+
+
+def test_each_bench_session_gets_tool_outputs_of_its_own() -> None:
+    """The gateway remembers what it read from a tool output by its text, so two
+    sessions of one template must not share outputs (or the second is flattered)."""
+    session_cpu = _bench_module("bench_session_cpu")
+    bodies = session_cpu.session("openai", 14, 0.5, "m")
+    first, second = session_cpu.own_outputs(bodies), session_cpu.own_outputs(bodies)
+    assert [len(b) for b in first] == [len(b) for b in bodies] == [len(b) for b in second]
+    for a, b, original in zip(first[1:], second[1:], bodies[1:], strict=True):
+        assert a != b and session_cpu._OUTPUT in original and session_cpu._OUTPUT not in a
+        outputs = [m["content"] for m in json.loads(a)["messages"] if m["role"] == "tool"]
+        assert outputs and all(o.split(" ", 1)[0] != "out" for o in outputs)
+
+
+def test_session_turn_counting_runs_the_three_sends_without_valgrind(tmp_path: Path) -> None:
+    """count_instructions.py --session-turns --quick: the base, long and young
+    runs of bench_session_cpu.py --count all answered (no valgrind in the smoke run)."""
+    data = run_bench(
+        "count_instructions.py",
+        tmp_path,
+        "--trees",
+        ".",
+        "--state",
+        "memory",
+        "--session-turns",
+        "22",
+        timeout=180,
+    )
+    assert data["args"]["session_turns"] == 22
+    (row,) = data["trees"]
+    assert row["tree"] == "." and row["Ir"] == {"young": None, "old": None, "ratio": None}
+
+
 @pytest.mark.parametrize("mode", ["cpu", "sample", "count"])
 def test_request_profile_runs_the_agent_pipeline_in_process(mode: str) -> None:
     """bench/profile_request.py: every request through the ASGI app is answered 200."""
