@@ -65,7 +65,9 @@ def _shared(slot: _Slot, items: list[Any]) -> int:
     1, 1.0 and True are equal and encode differently)."""
     data, ends = slot.data, slot.ends
     limit = min(len(slot.items), len(items))
-    same = list(map(operator.is_, slot.items[:limit], items[:limit]))  # a loop in C
+    if all(map(operator.is_, slot.items, items)):  # the usual case, a loop in C
+        return limit
+    same = list(map(operator.is_, slot.items, items))  # map stops at the shorter list
     count = 0
     for _ in range(MAX_REENCODED):
         try:

@@ -96,10 +96,11 @@ def _sources(slot: _History[Any]) -> int:
 
 
 def _same_prefix(old: list[Any], new: list[Any]) -> int:
-    """How many leading items of `old` and `new` are the same objects (a loop in C)."""
-    limit = min(len(old), len(new))
-    same = list(map(operator.is_, old[:limit], new[:limit]))
-    return same.index(False) if False in same else limit
+    """How many leading items of `old` and `new` are the same objects (a loop in C;
+    the usual answer, all of the shorter list, without building a list of flags)."""
+    if all(map(operator.is_, old, new)):  # map stops at the shorter list
+        return min(len(old), len(new))
+    return list(map(operator.is_, old, new)).index(False)
 
 
 class HistoryMemo(Generic[T]):
