@@ -43,9 +43,10 @@ async def read_body(
         size += len(chunk)
         if size > limit:
             raise GatewayError(413, f"Request body exceeds {limit} bytes", "request_too_large")
-        chunks.append(chunk)
+        if chunk:  # the stream ends with an empty chunk
+            chunks.append(chunk)
     try:
-        raw = b"".join(chunks)
+        raw = b"".join(chunks)  # a body that came in one piece is that piece, not a copy
         body = orjson.loads(raw) if memo is None else memo.loads(raw, field)
     except orjson.JSONDecodeError:
         raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
