@@ -46,6 +46,7 @@ a turn of noise.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import cProfile
 import gc
 import itertools
@@ -59,6 +60,7 @@ import tempfile
 import time
 import types
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -201,8 +203,8 @@ async def count_run(args: argparse.Namespace, sim_url: str, old: int, young: int
     gc.collect()
     gc.disable()
     try:
-        for name, turns in (("warm", warm), ("old", bodies[:old]), ("young", other[:young])):
-            for body in turns:
+        for name, sent in (("warm", warm), ("old", bodies[:old]), ("young", other[:young])):
+            for body in sent:
                 bad += await _send(app, PATHS[fmt], body, f"{prefix}-{name}") != 200
         await app.state.tiergate.gateway.drain()
     finally:
@@ -391,17 +393,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--turns must be at least 12 (10-turn windows), 22 with --staggered")
     info = common.machine_info()
     common.print_machine(info)
-    sim, sim_url = None, args.sim_url
-    if sim_url is None:
-        sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
-        sim_url = sim.url
-    try:
+    with simulator(args.sim_url) as sim_url:
         import uvloop
 
         res = uvloop.run(run(args, sim_url))
-    finally:
-        if sim is not None:
-            sim.stop()
     report(res, args)
     payload = {
         "machine": info,
@@ -419,19 +414,25 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if res["non_200"] else 0
 
 
+@contextlib.contextmanager
+def simulator(url: str | None) -> Iterator[str]:
+    """The simulator at `url`, or one started for the run and stopped after it."""
+    if url is not None:
+        yield url
+        return
+    sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncpu-")), None)
+    try:
+        yield sim.url
+    finally:
+        sim.stop()
+
+
 def _count_main(args: argparse.Namespace) -> int:
     import uvloop
 
     old, young = (int(n) for n in args.count.split(","))
-    sim, sim_url = None, args.sim_url
-    if sim_url is None:
-        sim = common.start_sim(Path(tempfile.mkdtemp(prefix="tiergate-sessioncount-")), None)
-        sim_url = sim.url
-    try:
+    with simulator(args.sim_url) as sim_url:
         bad = uvloop.run(count_run(args, sim_url, old, young))
-    finally:
-        if sim is not None:
-            sim.stop()
     print(json.dumps({"old": old, "young": young, "non_200": bad}))
     return 1 if bad else 0
 

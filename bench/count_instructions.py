@@ -178,7 +178,9 @@ def per_request(low: dict[str, int], high: dict[str, int], n: int) -> dict[str, 
     return {k: (high[k] - low[k]) / n for k in high if k in low}
 
 
-def measure(src: Path, name: str, args: argparse.Namespace, sim_url: str, work: Path) -> dict:
+def measure(
+    src: Path, name: str, args: argparse.Namespace, sim_url: str, work: Path
+) -> dict[str, dict[str, float]]:
     """One tree's events per request, by window: `request` (the same request
     repeated), or `young` (turns 2-11) and `old` (turns N-9..N) with --session-turns."""
     out = work / f"cg.{name}"
