@@ -5,8 +5,13 @@ Coding agents resend the whole history every turn: mid-session bodies are
 size directly to the simulator and through the server under test, alternating
 rounds so both see the same machine, and reports added p50/p99, the server's
 CPU per request and the per-KB slope of each. Beside it: the bare cost of
-copying the bytes (the physical floor) and, with `--litellm`, the LiteLLM proxy
-on the same bodies in the same run.
+copying the bytes once in memory, the same bodies through two bare relays
+(bench/bare_proxy.py: one more process that moves the bytes and reads none of
+them; `--no-bare` skips them) and, with `--litellm`, the LiteLLM proxy on the
+same bodies in the same run. The streaming relay passes each chunk on as it
+arrives: what one more hop costs on this machine. The store-and-forward relay
+holds each request until its body has arrived, as any proxy that routes on the
+body must (the latest message is at its end): the floor for a gateway.
 
 Bodies: `--bodies FILE.jsonl` is a replay corpus (`tiergate replay import`
 output, or eval/realtraffic's outcome corpora built from public runs; nothing
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import itertools
 import json
 import sys
 import tempfile
@@ -42,6 +48,8 @@ import common
 from loadgen import COUNTER, run_loadgen
 
 SESSION_HEADER = "x-orcarouter-session-id"
+#: The bare relays' target names, by whether they hold whole requests.
+RELAYS = {False: "bare relay (streaming)", True: "bare relay (store and forward)"}
 #: The issue's bars (added ms at every size up to 1 MB, agent router on Redis).
 TARGET_P50_MS = 0.5
 TARGET_P99_MS = 1.0
@@ -69,6 +77,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--session-repeats", type=int, default=20, help="requests per measured turn")
     p.add_argument("--litellm", action="store_true", help="also measure the LiteLLM proxy")
+    p.add_argument(
+        "--no-bare", action="store_true", help="skip the bare TCP relays (bench/bare_proxy.py)"
+    )
     p.add_argument("--litellm-venv", type=Path, default=None, help="LiteLLM venv path")
     p.add_argument("--no-install", action="store_true", help="never pip-install LiteLLM")
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
@@ -191,12 +202,14 @@ def measure(
     load_cpu: int | None,
     session: bool,
 ) -> list[dict[str, Any]]:
-    """Added latency and server CPU per size: direct and through alternate per round."""
+    """Added latency and server CPU per size: direct and through alternate per round.
+    (The bare relay is measured with the direct request itself: `model` direct,
+    `token` the simulator's key.)"""
     phases = []
     per_round = max(1, args.requests // args.rounds)
     for kb, (body, _) in bodies.items():
         direct = with_counter(body, common.MODELS["direct"])
-        through = with_counter(body, model)
+        through = direct if model == common.MODELS["direct"] else with_counter(body, model)
         sid = uuid.uuid4().hex[:10] if session else None
         for r in range(args.rounds):
             phases.append(
@@ -217,6 +230,7 @@ def _points(
         ds = common.summarize_us([x for ph in d for x in ph["latency_us"]])
         ts = common.summarize_us([x for ph in t for x in ph["latency_us"]])
         n_t = sum(ph["count"] for ph in t) or 1
+        n_d = sum(ph["count"] for ph in d) or 1
         out.append(
             {
                 "kb": kb,
@@ -228,6 +242,12 @@ def _points(
                 "added_p50_ms": ts.get("p50_ms", 0) - ds.get("p50_ms", 0),
                 "added_p99_ms": ts.get("p99_ms", 0) - ds.get("p99_ms", 0),
                 "server_cpu_us_per_req": sum(ph["watch_cpu_s"]["server"] for ph in t) / n_t * 1e6,
+                # the simulator's own CPU per request, direct and through: a
+                # through request it finds costlier to serve shows up as added latency
+                "sim_cpu_us_per_req": {
+                    "direct": sum(ph["watch_cpu_s"]["sim"] for ph in d) / n_d * 1e6,
+                    "through": sum(ph["watch_cpu_s"]["sim"] for ph in t) / n_t * 1e6,
+                },
                 "non_200": sum(v for ph in t for k, v in ph["statuses"].items() if k != "200"),
             }
         )
@@ -248,7 +268,7 @@ def session_replay(
     phases = []
     for turn, body in sorted(bodies.items()):
         direct = with_counter(body, common.MODELS["direct"])
-        through = with_counter(body, model)
+        through = direct if model == common.MODELS["direct"] else with_counter(body, model)
         n = args.session_repeats
         phases.append(_phase(f"direct|{turn}|0", sim, common.UPSTREAM_KEYS[0], direct, n, None, 2))
         phases.append(_phase(f"through|{turn}|0", server, token, through, n, sid, 2))
@@ -281,6 +301,26 @@ def slope_us_per_kb(points: list[dict[str, Any]], key: str) -> float | None:
     return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / den if den else None
 
 
+def session_growth(
+    points: list[dict[str, Any]], floor: list[dict[str, Any]] | None
+) -> dict[str, float] | None:
+    """Issue #30's turn-200 question for one target's session replay: added p50 at
+    the last measured turn against the first, as a ratio, and the same ratio after
+    taking away what the store-and-forward relay's added p50 grew over the same
+    turns (`floor`: the bytes' own cost on this machine, which a proxy that reads
+    the body before routing it cannot skip). None for fewer
+    than two turns or a first turn that added nothing measurable."""
+    if len(points) < 2 or points[0]["added_p50_ms"] <= 0:
+        return None
+    first, last = points[0]["added_p50_ms"], points[-1]["added_p50_ms"]
+    out = {"first_ms": first, "last_ms": last, "ratio": last / first}
+    if floor and len(floor) == len(points):
+        relay = floor[-1]["added_p50_ms"] - floor[0]["added_p50_ms"]
+        out["relay_growth_ms"] = relay
+        out["ratio_net_of_relay"] = (last - relay) / first
+    return out
+
+
 # ---- run and report -----------------------------------------------------------------
 
 
@@ -307,34 +347,63 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         states = [s for s in states if s != "redis"]
     sim = common.start_sim(workdir, load_cpu)
     try:
-        for variant in _csv(args.variants):
-            for state in states:
-                name = f"tiergate {variant}/{state}"
-                prefix = common.new_prefix("bodies")
-                cfg = common.gateway_config(sim.url, variant, state=state, prefix=prefix)
-                print(f"-> {name} ...", flush=True)
-                gw = common.start_gateway(cfg, workdir, gw_cpu, log_level="WARNING")
-                try:
-                    model, agent = common.MODELS[variant], variant == "agent"
-                    res: dict[str, Any] = {
-                        "points": measure(
-                            gw, sim, model, common.TOKEN, bodies, args, load_cpu, agent
-                        )
-                    }
-                    if replay:
-                        res["session"] = session_replay(
-                            gw, sim, model, common.TOKEN, replay, args, load_cpu
-                        )
-                finally:
-                    gw.stop()
-                    if state == "redis":
-                        common.redis_cleanup(prefix)
-                results["targets"][name] = res
+        for whole in () if args.no_bare else (False, True):
+            bare = _bare(args, sim, workdir, gw_cpu, load_cpu, bodies, replay, whole)
+            results["targets"][RELAYS[whole]] = bare
+        for variant, state in itertools.product(_csv(args.variants), states):
+            name = f"tiergate {variant}/{state}"
+            prefix = common.new_prefix("bodies")
+            cfg = common.gateway_config(sim.url, variant, state=state, prefix=prefix)
+            print(f"-> {name} ...", flush=True)
+            gw = common.start_gateway(cfg, workdir, gw_cpu, log_level="WARNING")
+            try:
+                model, agent = common.MODELS[variant], variant == "agent"
+                res: dict[str, Any] = {
+                    "points": measure(gw, sim, model, common.TOKEN, bodies, args, load_cpu, agent)
+                }
+                if replay:
+                    res["session"] = session_replay(
+                        gw, sim, model, common.TOKEN, replay, args, load_cpu
+                    )
+            finally:
+                gw.stop()
+                if state == "redis":
+                    common.redis_cleanup(prefix)
+            results["targets"][name] = res
         if args.litellm:
             results["targets"].update(_litellm(args, sim, workdir, gw_cpu, load_cpu, bodies))
     finally:
         sim.stop()
+    floor_session = results["targets"].get(RELAYS[True], {}).get("session")
+    for res in results["targets"].values():
+        if res.get("session"):
+            res["growth"] = session_growth(res["session"], floor_session)
     return results
+
+
+def _bare(
+    args: argparse.Namespace,
+    sim: common.Proc,
+    workdir: Path,
+    gw_cpu: int | None,
+    load_cpu: int | None,
+    bodies: dict[int, tuple[dict[str, Any], str]],
+    replay: dict[int, dict[str, Any]],
+    whole: bool,
+) -> dict[str, Any]:
+    """The floor: the same requests through a relay that reads none of the bytes."""
+    print(f"-> {RELAYS[whole]} ...", flush=True)
+    proc = common.start_bare_proxy(sim, workdir, gw_cpu, whole)
+    key, model = common.UPSTREAM_KEYS[0], common.MODELS["direct"]
+    try:
+        res: dict[str, Any] = {
+            "points": measure(proc, sim, model, key, bodies, args, load_cpu, False)
+        }
+        if replay:
+            res["session"] = session_replay(proc, sim, model, key, replay, args, load_cpu)
+    finally:
+        proc.stop()
+    return res
 
 
 def _litellm(
@@ -423,6 +492,19 @@ def report(results: dict[str, Any]) -> None:
                 ],
             )
         )
+        growth = res.get("growth")
+        if growth is not None:
+            line = (
+                f"turn {sess[-1]['kb']} against turn {sess[0]['kb']}: {growth['last_ms']:.2f}"
+                f" / {growth['first_ms']:.2f} ms added = {growth['ratio']:.2f}x"
+            )
+            if "ratio_net_of_relay" in growth and name not in RELAYS.values():
+                line += (
+                    f"; less the store-and-forward relay's growth"
+                    f" ({growth['relay_growth_ms']:+.2f} ms)"
+                    f" {growth['ratio_net_of_relay']:.2f}x (issue #30's bar: 1.20x)"
+                )
+            print(line)
 
 
 def _f(v: float | None) -> str:

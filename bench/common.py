@@ -198,6 +198,17 @@ def start_sim(workdir: Path, cpu: int | None) -> Proc:
     return spawn("sim", args, port=port, workdir=workdir, cpu=cpu, ready_path="/_sim/health")
 
 
+def start_bare_proxy(upstream: Proc, workdir: Path, cpu: int | None, whole: bool = False) -> Proc:
+    """bench/bare_proxy.py relaying to `upstream`: the cost of one more hop, nothing
+    read (`whole`: each request held until its body has arrived)."""
+    port = free_port()
+    target = upstream.url.removeprefix("http://")
+    args = [PYTHON, str(Path(__file__).with_name("bare_proxy.py")), "--port", str(port)]
+    args += ["--upstream", target, *(["--whole-requests"] if whole else [])]
+    name = "bare-whole" if whole else "bare"
+    return spawn(name, args, port=port, workdir=workdir, cpu=cpu, ready_path="/_sim/health")
+
+
 def start_gateway(
     cfg: dict[str, Any],
     workdir: Path,

@@ -153,8 +153,8 @@ def main() -> int:
                 str(int(args.seconds) + 2),
                 "--output",
                 str(raw),
-                "--nonblocking",
-                *(["--native"] if args.native else []),
+                # py-spy reads native stacks only with the process paused per sample
+                *(["--native"] if args.native else ["--nonblocking"]),
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -74,6 +74,29 @@ def test_bodies_bench_grows_the_body_and_replays_a_session(tmp_path: Path) -> No
         assert p["non_200"] == 0 and p["through"]["n"] > 0 and p["source"] != "real"
     assert [p["kb"] for p in target["session"]] == [2, 10]  # turns, in order
     assert set(data["copy_floor_us"]) == {"10", "100"}
+    for name in ("bare relay (streaming)", "bare relay (store and forward)"):
+        relay = data["targets"][name]  # the floors: same bodies, same run
+        for p in [*relay["points"], *relay["session"]]:
+            assert p["non_200"] == 0 and p["through"]["n"] > 0
+        assert [p["kb"] for p in relay["session"]] == [2, 10]
+    assert set(target["growth"]) >= {"ratio", "ratio_net_of_relay", "relay_growth_ms"}
+
+
+def test_session_growth_takes_away_what_the_bare_relay_grew() -> None:
+    """The turn-200 ratio, raw and net of the relay's own growth over the same turns."""
+    session_growth = _bench_module("bench_bodies").session_growth
+
+    def pts(*ms: float) -> list[dict[str, Any]]:
+        return [{"kb": t, "added_p50_ms": m} for t, m in zip((2, 100, 200), ms, strict=False)]
+
+    growth = session_growth(pts(1.0, 1.2, 1.5), pts(0.1, 0.2, 0.4))
+    assert growth is not None
+    assert growth["ratio"] == pytest.approx(1.5)
+    assert growth["relay_growth_ms"] == pytest.approx(0.3)
+    assert growth["ratio_net_of_relay"] == pytest.approx(1.2)
+    assert "ratio_net_of_relay" not in (session_growth(pts(1.0, 2.0), None) or {})
+    assert session_growth(pts(1.0), None) is None  # one turn: nothing to compare
+    assert session_growth(pts(0.0, 1.0), None) is None  # nothing added at the first turn
 
 
 def test_engine_counts_store_round_trips_and_depth(tmp_path: Path) -> None:
