@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memo_support import conversations
+from tiergate.formats import body_decode
 from tiergate.formats.body_decode import BodyDecodeMemo, common_prefix, scan_elements
 
 _text = st.text(alphabet=st.sampled_from(list('ab "\\{}[]:,\n\u00e9\u2028\U0001f600')), max_size=12)
@@ -129,6 +130,18 @@ def test_a_moved_cache_marker_reuses_up_to_the_marked_message() -> None:
     assert body["messages"][0] is first["messages"][0]
 
 
+def test_an_edit_before_the_latest_messages_reuses_what_precedes_it() -> None:
+    """The latest message unchanged but an earlier one edited (a client that
+    rewrote its history): the memo reuses the messages before the edit only."""
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    history = [{"role": "user", "content": f"message {i} " * 20} for i in range(10)]
+    first = memo.loads(orjson.dumps({"model": "m", "messages": history}))
+    edited = [*history[:4], {"role": "user", "content": "rewritten"}, *history[5:]]
+    body = _check(memo, orjson.dumps({"model": "m", "messages": edited}))
+    assert body["messages"][3] is first["messages"][3]  # before the edit: reused
+    assert body["messages"][9] is not first["messages"][9]  # after it: decoded again
+
+
 def test_interleaved_conversations_sharing_a_system_prompt_each_hit() -> None:
     memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
     prompt = {"role": "system", "content": "same agent " * 100}
@@ -189,6 +202,19 @@ def test_common_prefix(a: bytes, b: bytes) -> None:
     assert n == len(a)
     m = common_prefix(a, b)
     assert a[:m] == b[:m] and (m == min(len(a), len(b)) or a[m] != b[m])
+
+
+@given(st.binary(max_size=40), st.binary(max_size=40))
+def test_common_prefix_across_chunks(a: bytes, b: bytes) -> None:
+    """The chunk-by-chunk pass and the bisection inside the chunk that differs, with
+    chunks small enough that the prefix spans several."""
+    saved, body_decode._CHUNK = body_decode._CHUNK, 3
+    try:
+        m = common_prefix(a, b)
+        assert a[:m] == b[:m] and (m == min(len(a), len(b)) or a[m] != b[m])
+        assert common_prefix(a + b, a) == len(a)
+    finally:
+        body_decode._CHUNK = saved
 
 
 def test_scan_elements_skips_strings() -> None:

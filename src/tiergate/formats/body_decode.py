@@ -69,16 +69,19 @@ def _elements(slot: _Slot) -> int:
 
 
 def common_prefix(a: bytes, b: bytes) -> int:
-    """How many leading bytes `a` and `b` share (memcmp in chunks, then a bisection)."""
+    """How many leading bytes `a` and `b` share: memcmp chunk by chunk up to the
+    first chunk that differs (one pass), then a bisection inside it."""
     n = min(len(a), len(b))
     view = memoryview(b)
-    if a.startswith(view[:n]):
-        return n
     lo = 0
-    while lo + _CHUNK <= n and a.startswith(view[lo : lo + _CHUNK], lo):
-        lo += _CHUNK
-    hi = min(lo + _CHUNK, n)  # a[:lo] == b[:lo], and they differ before hi
-    while hi - lo > 1:
+    while lo < n:
+        hi = min(lo + _CHUNK, n)
+        if not a.startswith(view[lo:hi], lo):
+            break
+        lo = hi
+    else:
+        return n
+    while hi - lo > 1:  # a[:lo] == b[:lo], and they differ before hi
         mid = (lo + hi) // 2
         if a.startswith(view[lo:mid], lo):
             lo = mid
@@ -89,13 +92,20 @@ def common_prefix(a: bytes, b: bytes) -> int:
 
 def _shared_elements(raw: bytes, slot: _Slot) -> int:
     """How many of the slot's elements `raw` repeats byte for byte from its start.
-    The last few boundaries are tried first, one memcmp each: an agent appends
-    (all shared) or edits its latest messages (all but one or two)."""
+    The last few boundaries are tried first: an agent appends (all shared) or
+    edits its latest messages (all but one or two). Each try compares the
+    element's own bytes before the rest, so an edited latest message costs one
+    short compare, not a pass over the whole history; the history is compared
+    once."""
     view = memoryview(slot.data)
     ends = slot.ends
     for count in range(len(ends), max(len(ends) - CONTINUATION_SLACK, 1) - 1, -1):
-        if raw.startswith(view[: ends[count - 1]]):
+        start = ends[count - 2] if count > 1 else 0
+        if not raw.startswith(view[start : ends[count - 1]], start):
+            continue  # this element changed: try one fewer
+        if raw.startswith(view[:start]):
             return count
+        break  # an earlier element changed: find where, once
     return bisect_right(ends, common_prefix(raw, slot.data))
 
 
