@@ -91,7 +91,7 @@ def _set_mode(gateway: Any, mode: str, saved: dict[str, Any]) -> None:
     intake.message_memo.max_bytes = -1 if mode == "none" else saved["max_bytes"]
     intake.message_memo.clear()
     for p in providers:
-        plain = types.SimpleNamespace(dumps=orjson.dumps)
+        plain = types.SimpleNamespace(dumps=orjson.dumps, encode=lambda b: [orjson.dumps(b)])
         p.http.encoder = plain if body_off else saved["encoders"][id(p)]
         if not body_off:
             p.http.encoder.clear()

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memo_support import conversations
-from tiergate.formats.body_encode import MAX_REENCODED, MIN_ELEMENTS, BodyEncodeMemo
+from tiergate.formats.body_encode import MAX_PIECES, MAX_REENCODED, MIN_ELEMENTS, BodyEncodeMemo
 
 _scalar = st.one_of(
     st.integers(-3, 3), st.sampled_from([1.0, 0.5, True, False, None]), st.text(max_size=6)
@@ -69,6 +69,26 @@ def test_a_growing_conversation_reuses_the_encoded_history() -> None:
     body = {"model": "m", "messages": [dict(m) for m in messages]}
     assert memo.dumps(body) == orjson.dumps(body)
     assert memo.reused == MAX_REENCODED
+
+
+def test_a_long_conversation_goes_out_in_pieces_joined_now_and_then() -> None:
+    """200 turns: each body's pieces join to orjson's bytes, the kept history is
+    handed over as pieces (no copy a turn), and a slot's pieces are joined into
+    one once there are more than MAX_PIECES, so a write never has many."""
+    memo = BodyEncodeMemo()
+    system = {"role": "system", "content": "s" * 5000}
+    messages: list[dict[str, Any]] = [system]
+    most = 0
+    for turn in range(200):
+        messages += [{"role": "assistant", "content": f"a{turn}"}, {"role": "tool", "content": "t"}]
+        afresh = turn % 2 == 0  # the system message rendered anew: compared by its bytes
+        body = {"model": "m", "messages": [dict(system) if afresh else system, *messages[1:]]}
+        pieces = memo.encode(body)
+        assert b"".join(pieces) == orjson.dumps(body)
+        kept = len(messages) - 2 >= MIN_ELEMENTS  # the last body had a slot
+        assert memo.reused == (len(messages) - 2 if kept else 0)
+        most = max(most, len(pieces))
+    assert most <= MAX_PIECES + 2 + 2  # head and tail, the turn's two new messages
 
 
 def test_other_bodies_are_plain_orjson() -> None:

@@ -47,7 +47,9 @@ def _without_memos(app: Any) -> None:
     gateway.intake.body_memo.min_bytes = 1 << 62
     gateway.intake.message_memo.max_bytes = -1  # stores nothing
     for provider in gateway.providers.values():
-        provider.http.encoder = types.SimpleNamespace(dumps=orjson.dumps)
+        provider.http.encoder = types.SimpleNamespace(
+            dumps=orjson.dumps, encode=lambda body: [orjson.dumps(body)]
+        )
 
 
 def _openai_turns(turns: int) -> list[dict[str, Any]]:

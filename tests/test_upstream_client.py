@@ -188,6 +188,27 @@ def test_request_shape_and_header_defaults(run: Runner) -> None:
     run(scenario())
 
 
+def test_a_body_in_pieces_is_sent_whole_with_its_length(run: Runner) -> None:
+    """The encode memo hands the client pieces (bytes and views) for one vectored
+    write: the server reads the joined bytes under the summed content-length,
+    over one keep-alive connection, on both loops."""
+
+    async def scenario() -> None:
+        async with RawServer(ok) as srv:
+            client = HTTPClient()
+            history = b'{"messages":[' + b'{"role":"user","content":"x"},' * 2000
+            pieces = [history[:7], memoryview(history)[7:], b'{"role":"user"}]}']
+            for _ in range(2):
+                assert await (await client.post(srv.url, pieces, AUTH)).read() == b'{"ok": true}'
+            want = b"".join(pieces)
+            assert [r.body for r in srv.requests] == [want, want]
+            assert srv.requests[0].headers["content-length"] == str(len(want))
+            assert srv.connections == 1
+            await client.close()
+
+    run(scenario())
+
+
 def test_chunked_response_streams_chunks_as_they_arrive(run: Runner) -> None:
     async def scenario() -> None:
         release = asyncio.Event()
@@ -344,6 +365,9 @@ def test_https_verifies_the_certificate_and_sends_sni(run: Runner, cert: tuple[P
             client = HTTPClient(ssl_context=trusting)
             for _ in range(3):
                 assert await (await client.post(srv.url, b"{}", AUTH)).read() == b'{"ok": true}'
+            pieces = [b'{"a":', memoryview(b"[1,2]")[:3], b"]}"]  # TLS writes pieces too
+            assert await (await client.post(srv.url, pieces, AUTH)).read() == b'{"ok": true}'
+            assert srv.requests[-1].body == b'{"a":[1,]}'
             assert seen == ["localhost"] and srv.connections == 1
             await client.close()
             http = UpstreamHTTP()  # the system's CAs do not know this certificate

@@ -11,7 +11,12 @@ that encodes to the same bytes: a system message rendered afresh), the previous
 bytes are exact; only the new elements are encoded.
 
 `dumps(body)` is byte for byte `orjson.dumps(body)` (tests/test_body_encode.py,
-a property test); anything else (no array, a short one) is plain orjson. The
+a property test); anything else (no array, a short one) is plain orjson.
+`encode(body)` is the same bytes in pieces: the upstream client writes them with
+one vectored write (uvloop's `writelines`), so the kept history is not copied
+into a new buffer every turn (issue #30: a 441 KB join at turn 200). A slot
+keeps its array as the pieces it was sent in, joined into one once there are
+more than `MAX_PIECES`. The
 reused objects must not be mutated (the render memo's rule already). Slots are
 keyed by the array's first two elements, several to a key (core/slot_groups.py:
 two conversations that open alike each keep their own). Bounded by slot count,
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import operator
 import time
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -47,23 +53,56 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 
 
+#: A piece of an encoded body: bytes, or a view into bytes a slot keeps.
+Buffer = bytes | memoryview
+
+#: Pieces a slot keeps its array in before it joins them into one: a few per
+#: turn, so a long conversation is joined about once in 30 turns, not every turn.
+MAX_PIECES = 64
+
+
 @dataclass(slots=True)
 class _Slot:
     items: list[Any]  #: the array's elements, as last encoded
-    data: bytes  #: the body they were encoded in
-    start: int  #: offset of the array's `[` in `data`
-    ends: list[int]  #: offset just past each element, from `start`
+    pieces: list[Buffer]  #: the array's bytes, from its `[` to its last element's end
+    starts: list[int]  #: offset of each piece in those bytes
+    ends: list[int]  #: offset just past each element, from the `[`
 
 
 def _items(slot: _Slot) -> int:
     return len(slot.items)
 
 
+def _span(slot: _Slot, begin: int, end: int) -> list[Buffer]:
+    """The slot's array bytes `begin`..`end` as pieces (views where a piece is cut)."""
+    starts, pieces = slot.starts, slot.pieces
+    first = bisect_right(starts, begin) - 1
+    last = bisect_left(starts, end) - 1  # the piece holding byte end - 1
+    if begin == 0 and starts[last] + len(pieces[last]) == end:
+        return pieces[: last + 1]  # the usual case: a prefix of whole pieces
+    out: list[Buffer] = []
+    for k in range(first, last + 1):
+        piece, at = pieces[k], starts[k]
+        lo, hi = max(begin - at, 0), min(end - at, len(piece))
+        out.append(piece if lo == 0 and hi == len(piece) else memoryview(piece)[lo:hi])
+    return out
+
+
+def _encodes_as(slot: _Slot, begin: int, part: bytes) -> bool:
+    """Whether the slot's array bytes from `begin` are `part` (memcmp per piece)."""
+    at = 0
+    for piece in _span(slot, begin, begin + len(part)):
+        if not part.startswith(piece, at):
+            return False
+        at += len(piece)
+    return True
+
+
 def _shared(slot: _Slot, items: list[Any]) -> int:
     """How many leading elements of `items` encode as the slot's did: the same
     object, or one whose encoding is the slot's bytes (never mere equality:
     1, 1.0 and True are equal and encode differently)."""
-    data, ends = slot.data, slot.ends
+    ends = slot.ends
     limit = min(len(slot.items), len(items))
     if all(map(operator.is_, slot.items, items)):  # the usual case, a loop in C
         return limit
@@ -76,7 +115,7 @@ def _shared(slot: _Slot, items: list[Any]) -> int:
             return limit
         begin = ends[count - 1] + 1 if count else 1
         part = orjson.dumps(items[count])
-        if len(part) != ends[count] - begin or not data.startswith(part, slot.start + begin):
+        if len(part) != ends[count] - begin or not _encodes_as(slot, begin, part):
             return count
         count += 1
     return count  # more rendered afresh than a system prompt's: encode the rest whole
@@ -114,10 +153,18 @@ class BodyEncodeMemo:
         return self._slots.size
 
     def dumps(self, body: Any) -> bytes:
+        """`orjson.dumps(body)`, byte for byte."""
+        pieces = self.encode(body)
+        return pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)
+
+    def encode(self, body: Any) -> list[Buffer]:
+        """`orjson.dumps(body)` in pieces, for a vectored socket write: the kept
+        history is handed over as it is, not copied into one new buffer
+        (`b"".join(pieces) == orjson.dumps(body)`). The pieces must not be changed."""
         split = _split(body) if type(body) is dict else None
         self.reused = 0
         if split is None:
-            return orjson.dumps(body)
+            return [orjson.dumps(body)]
         field, items = split
         before: dict[str, Any] = {}
         after: dict[str, Any] = {}
@@ -133,28 +180,27 @@ class BodyEncodeMemo:
         best = self._slots.best(key, lambda slot: _shared(slot, items), _items)
         slot, count = best if best is not None else (None, 0)
         self.reused = count
-        pieces: list[Any] = [head]
         if slot is not None:
             ends = slot.ends[:count]
-            pieces.append(memoryview(slot.data)[slot.start : slot.start + ends[-1]])
             at = ends[-1]
+            pieces = _span(slot, 0, at)
+            starts = slot.starts[: len(pieces)]
         else:
-            ends = []
-            pieces.append(b"[")
-            at = 1
+            ends, pieces, starts, at = [], [b"["], [0], 1
         for i in range(count, len(items)):
             part = orjson.dumps(items[i])
             if i:
-                pieces.append(b",")
-                at += 1
+                part = b"," + part  # one piece per element (a small copy)
+            starts.append(at)
             pieces.append(part)
             at += len(part)
             ends.append(at)
-        pieces.append(b"]")
-        pieces.append(b"," + orjson.dumps(after)[1:] if after else b"}")
-        data = b"".join(pieces)
-        self._slots.add(key, _Slot(list(items), data, len(head), ends), len(data), best, _items)
-        return data
+        if len(pieces) > MAX_PIECES:
+            pieces, starts = [b"".join(pieces)], [0]
+        tail = b"]," + orjson.dumps(after)[1:] if after else b"]}"
+        size = len(head) + at + len(tail)
+        self._slots.add(key, _Slot(list(items), pieces, starts, ends), size, best, _items)
+        return [head, *pieces, tail]
 
     def clear(self) -> None:
         self._slots.clear()

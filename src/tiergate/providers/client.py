@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
@@ -88,10 +88,15 @@ class HTTPClient:
         return self.network.ssl_context(host, port)
 
     async def post(
-        self, url: str, body: bytes, headers: Mapping[str, str], per_request: bytes = b""
+        self,
+        url: str,
+        body: bytes | Sequence[bytes | memoryview],
+        headers: Mapping[str, str],
+        per_request: bytes = b"",
     ) -> Response:
         """Send a POST and return once the response head arrived (body not yet read).
 
+        `body`: bytes, or pieces written with one vectored write (no join).
         `per_request`: raw header lines that change on every call (a `traceparent`),
         kept out of the cached head block. A reused connection the server had
         closed is retried once on a new one; nothing else is retried here."""
@@ -102,7 +107,8 @@ class HTTPClient:
             if len(self._heads) > 1024:
                 self._heads.clear()
             block = self._heads[key] = _head(target.prefix, headers)
-        head = b"%s%scontent-length: %d\r\n\r\n" % (block, per_request, len(body))
+        size = len(body) if isinstance(body, bytes) else sum(map(len, body))
+        head = b"%s%scontent-length: %d\r\n\r\n" % (block, per_request, size)
         pool = self._pools.get(target.origin)
         if pool is None:
             scheme, host, port = target.origin

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
+from collections.abc import Sequence
 from typing import Protocol
 
 import httptools
@@ -214,7 +215,7 @@ class Connection(asyncio.Protocol):
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
-    def send(self, head: bytes, body: bytes) -> Response:
+    def send(self, head: bytes, body: bytes | Sequence[bytes | memoryview]) -> Response:
         assert self.transport is not None
         self.uses += 1
         resp = self._resp = Response(self)
@@ -224,7 +225,8 @@ class Connection(asyncio.Protocol):
         if self._timer is None and self.pool.read_timeout is not None:
             self._timer = self.loop.call_at(self._last + self.pool.read_timeout, self._on_timer)
         try:
-            self.transport.writelines((head, body))
+            # pieces go out in one vectored write: uvloop does not join them
+            self.transport.writelines((head, body) if isinstance(body, bytes) else (head, *body))
         except Exception:  # noqa: BLE001 - a transport that died under us
             self.abort(StaleConnection("write failed") if self.uses > 1 else None)
         return resp

@@ -61,7 +61,7 @@ class UpstreamHTTP:
         """POST and return the parsed JSON body; raise UpstreamError on any failure."""
         trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, self.encoder.dumps(body), headers, trace)
+            resp = await self.client.post(url, self.encoder.encode(body), headers, trace)
             raw = await resp.read()
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
@@ -84,7 +84,7 @@ class UpstreamHTTP:
         UpstreamError (retryable); a cut after it raises kind 'stream_cut'."""
         trace = b"" if tracing.tracer is None else tracing.upstream_headers()
         try:
-            resp = await self.client.post(url, self.encoder.dumps(body), headers, trace)
+            resp = await self.client.post(url, self.encoder.encode(body), headers, trace)
         except ClientTimeout:
             raise UpstreamError("timeout", message="upstream timed out") from None
         except HTTPClientError as err:
