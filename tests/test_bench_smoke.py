@@ -82,6 +82,15 @@ def test_bodies_bench_grows_the_body_and_replays_a_session(tmp_path: Path) -> No
     assert set(target["growth"]) >= {"ratio", "ratio_net_of_relay", "relay_growth_ms"}
 
 
+def test_cache_pollution_bench_times_a_redis_call_after_each_copy(tmp_path: Path) -> None:
+    if not _redis_up():
+        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    data = run_bench("bench_cache_pollution.py", tmp_path)
+    runs = data["cpu_us_by_touch_kb"]
+    assert set(runs) == {"0", "450", "900", "1800"}
+    assert all(v > 0 for values in runs.values() for v in values)
+
+
 def test_session_growth_takes_away_what_the_bare_relay_grew() -> None:
     """The turn-200 ratio, raw and net of the relay's own growth over the same turns."""
     session_growth = _bench_module("bench_bodies").session_growth
@@ -176,6 +185,8 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_session_cpu.py",
         "revocation.py",
         "count_instructions.py",
+        "bench_cache_pollution.py",
+        "bare_proxy.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
