@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memo_support import conversations
-from tiergate.formats.body_encode import MAX_PIECES, MAX_REENCODED, MIN_ELEMENTS, BodyEncodeMemo
+from tiergate.formats.body_encode import MAX_REENCODED, MIN_ELEMENTS, BodyEncodeMemo
 
 _scalar = st.one_of(
     st.integers(-3, 3), st.sampled_from([1.0, 0.5, True, False, None]), st.text(max_size=6)
@@ -71,10 +71,11 @@ def test_a_growing_conversation_reuses_the_encoded_history() -> None:
     assert memo.reused == MAX_REENCODED
 
 
-def test_a_long_conversation_goes_out_in_pieces_joined_now_and_then() -> None:
+def test_a_long_conversation_goes_out_in_a_few_pieces() -> None:
     """200 turns: each body's pieces join to orjson's bytes, the kept history is
-    handed over as pieces (no copy a turn), and a slot's pieces are joined into
-    one once there are more than MAX_PIECES, so a write never has many."""
+    handed over as pieces (no copy of it a turn), and a slot holds about log2 of
+    the turns in pieces (each turn's new messages one, merged while the newer is
+    at least as long), so a write never has many."""
     memo = BodyEncodeMemo()
     system = {"role": "system", "content": "s" * 5000}
     messages: list[dict[str, Any]] = [system]
@@ -88,7 +89,9 @@ def test_a_long_conversation_goes_out_in_pieces_joined_now_and_then() -> None:
         kept = len(messages) - 2 >= MIN_ELEMENTS  # the last body had a slot
         assert memo.reused == (len(messages) - 2 if kept else 0)
         most = max(most, len(pieces))
-    assert most <= MAX_PIECES + 2 + 2  # head and tail, the turn's two new messages
+    assert most <= 2 + 12  # head and tail, and log2(200) + a few
+    memo.encode({**body, "model": "n"})  # the same messages again: nothing to add
+    assert b"".join(memo.encode(body)) == orjson.dumps(body)
 
 
 def test_other_bodies_are_plain_orjson() -> None:

@@ -15,8 +15,9 @@ a property test); anything else (no array, a short one) is plain orjson.
 `encode(body)` is the same bytes in pieces: the upstream client writes them with
 one vectored write (uvloop's `writelines`), so the kept history is not copied
 into a new buffer every turn (issue #30: a 441 KB join at turn 200). A slot
-keeps its array as the pieces it was sent in, joined into one once there are
-more than `MAX_PIECES`. The
+keeps its array in a few pieces: each turn's new messages are one, and the
+last two merge while the newer is at least as long (`_push`), so a
+conversation of n turns is held in about log2(n) pieces. The
 reused objects must not be mutated (the render memo's rule already). Slots are
 keyed by the array's first two elements, several to a key (core/slot_groups.py:
 two conversations that open alike each keep their own). Bounded by slot count,
@@ -56,10 +57,6 @@ DEFAULT_IDLE_SECONDS = 600.0
 #: A piece of an encoded body: bytes, or a view into bytes a slot keeps.
 Buffer = bytes | memoryview
 
-#: Pieces a slot keeps its array in before it joins them into one: a few per
-#: turn, so a long conversation is joined about once in 30 turns, not every turn.
-MAX_PIECES = 64
-
 
 @dataclass(slots=True)
 class _Slot:
@@ -71,6 +68,19 @@ class _Slot:
 
 def _items(slot: _Slot) -> int:
     return len(slot.items)
+
+
+def _push(pieces: list[Buffer], starts: list[int], piece: bytes, at: int) -> None:
+    """Append `piece` (at offset `at`), then merge the last two pieces while the
+    last is at least as long as the one before: lengths then at least halve
+    piece to piece, so a slot holds a few pieces (about log2 of the turns)
+    and each byte is copied a few times over a conversation, not once a turn."""
+    pieces.append(piece)
+    starts.append(at)
+    while len(pieces) > 1 and len(pieces[-1]) >= len(pieces[-2]):
+        last = pieces.pop()
+        starts.pop()
+        pieces[-1] = b"".join((pieces[-1], last))
 
 
 def _span(slot: _Slot, begin: int, end: int) -> list[Buffer]:
@@ -186,17 +196,20 @@ class BodyEncodeMemo:
             pieces = _span(slot, 0, at)
             starts = slot.starts[: len(pieces)]
         else:
-            ends, pieces, starts, at = [], [b"["], [0], 1
+            ends, pieces, starts, at = [], [], [], 0
+        added = [b"" if count else b"["]  # what this turn adds, as one piece
+        start = at
+        at += len(added[0])
         for i in range(count, len(items)):
             part = orjson.dumps(items[i])
             if i:
-                part = b"," + part  # one piece per element (a small copy)
-            starts.append(at)
-            pieces.append(part)
+                added.append(b",")
+                at += 1
+            added.append(part)
             at += len(part)
             ends.append(at)
-        if len(pieces) > MAX_PIECES:
-            pieces, starts = [b"".join(pieces)], [0]
+        if at > start:  # nothing added: the same array again (a retried request)
+            _push(pieces, starts, b"".join(added), start)
         tail = b"]," + orjson.dumps(after)[1:] if after else b"]}"
         size = len(head) + at + len(tail)
         self._slots.add(key, _Slot(list(items), pieces, starts, ends), size, best, _items)
