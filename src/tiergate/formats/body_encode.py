@@ -36,6 +36,7 @@ from typing import Any
 
 import orjson
 
+from tiergate.core.body_pieces import BodyPiece
 from tiergate.core.slot_groups import SlotGroups
 from tiergate.formats.message_memo import signature
 
@@ -54,14 +55,10 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 
 
-#: A piece of an encoded body: bytes, or a view into bytes a slot keeps.
-Buffer = bytes | memoryview
-
-
 @dataclass(slots=True)
 class _Slot:
     items: list[Any]  #: the array's elements, as last encoded
-    pieces: list[Buffer]  #: the array's bytes, from its `[` to its last element's end
+    pieces: list[BodyPiece]  #: the array's bytes, from its `[` to its last element's end
     starts: list[int]  #: offset of each piece in those bytes
     ends: list[int]  #: offset just past each element, from the `[`
 
@@ -70,7 +67,7 @@ def _items(slot: _Slot) -> int:
     return len(slot.items)
 
 
-def _push(pieces: list[Buffer], starts: list[int], piece: bytes, at: int) -> None:
+def _push(pieces: list[BodyPiece], starts: list[int], piece: bytes, at: int) -> None:
     """Append `piece` (at offset `at`), then merge the last two pieces while the
     last is at least as long as the one before: lengths then at least halve
     piece to piece, so a slot holds a few pieces (about log2 of the turns)
@@ -83,14 +80,14 @@ def _push(pieces: list[Buffer], starts: list[int], piece: bytes, at: int) -> Non
         pieces[-1] = b"".join((pieces[-1], last))
 
 
-def _span(slot: _Slot, begin: int, end: int) -> list[Buffer]:
+def _span(slot: _Slot, begin: int, end: int) -> list[BodyPiece]:
     """The slot's array bytes `begin`..`end` as pieces (views where a piece is cut)."""
     starts, pieces = slot.starts, slot.pieces
     first = bisect_right(starts, begin) - 1
     last = bisect_left(starts, end) - 1  # the piece holding byte end - 1
     if begin == 0 and starts[last] + len(pieces[last]) == end:
         return pieces[: last + 1]  # the usual case: a prefix of whole pieces
-    out: list[Buffer] = []
+    out: list[BodyPiece] = []
     for k in range(first, last + 1):
         piece, at = pieces[k], starts[k]
         lo, hi = max(begin - at, 0), min(end - at, len(piece))
@@ -167,7 +164,7 @@ class BodyEncodeMemo:
         pieces = self.encode(body)
         return pieces[0] if len(pieces) == 1 and type(pieces[0]) is bytes else b"".join(pieces)
 
-    def encode(self, body: Any) -> list[Buffer]:
+    def encode(self, body: Any) -> list[BodyPiece]:
         """`orjson.dumps(body)` in pieces, for a vectored socket write: the kept
         history is handed over as it is, not copied into one new buffer
         (`b"".join(pieces) == orjson.dumps(body)`). The pieces must not be changed."""

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import NamedTuple
 from urllib.parse import urlsplit
 
+from tiergate.core.body_pieces import UpstreamBody
 from tiergate.providers.exchange import (
     ClientTimeout,
     ConnectError,
@@ -90,7 +91,7 @@ class HTTPClient:
     async def post(
         self,
         url: str,
-        body: bytes | Sequence[bytes | memoryview],
+        body: UpstreamBody,
         headers: Mapping[str, str],
         per_request: bytes = b"",
     ) -> Response:

@@ -11,10 +11,11 @@ from __future__ import annotations
 import asyncio
 import zlib
 from collections import deque
-from collections.abc import Sequence
 from typing import Protocol
 
 import httptools
+
+from tiergate.core.body_pieces import UpstreamBody
 
 
 class HTTPClientError(Exception):
@@ -215,7 +216,7 @@ class Connection(asyncio.Protocol):
         self._last = 0.0
         self._timer: asyncio.TimerHandle | None = None
 
-    def send(self, head: bytes, body: bytes | Sequence[bytes | memoryview]) -> Response:
+    def send(self, head: bytes, body: UpstreamBody) -> Response:
         assert self.transport is not None
         self.uses += 1
         resp = self._resp = Response(self)
