@@ -276,6 +276,27 @@ def session_replay(
     return _points(run_loadgen(spec)["phases"], {t: (b, "") for t, b in sorted(bodies.items())})
 
 
+def measure_target(
+    server: common.Proc,
+    sim: common.Proc,
+    model: str,
+    token: str,
+    bodies: dict[int, tuple[dict[str, Any], str]],
+    replay: dict[int, dict[str, Any]],
+    args: argparse.Namespace,
+    load_cpu: int | None,
+    session: bool,
+) -> dict[str, Any]:
+    """One server under test: its points per body size and, given `replay` turns,
+    its whole-session replay (the gateways, the bare relays and LiteLLM alike)."""
+    res: dict[str, Any] = {
+        "points": measure(server, sim, model, token, bodies, args, load_cpu, session)
+    }
+    if replay:
+        res["session"] = session_replay(server, sim, model, token, replay, args, load_cpu)
+    return res
+
+
 def copy_floor_us(bodies: dict[int, tuple[dict[str, Any], str]]) -> dict[int, float]:
     """Microseconds to copy each body's bytes once (best of 50): the physical floor."""
     out = {}
@@ -347,9 +368,16 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         states = [s for s in states if s != "redis"]
     sim = common.start_sim(workdir, load_cpu)
     try:
-        for whole in () if args.no_bare else (False, True):
-            bare = _bare(args, sim, workdir, gw_cpu, load_cpu, bodies, replay, whole)
-            results["targets"][RELAYS[whole]] = bare
+        for whole in () if args.no_bare else (False, True):  # the floor, nothing read
+            print(f"-> {RELAYS[whole]} ...", flush=True)
+            relay = common.start_bare_proxy(sim, workdir, gw_cpu, whole)
+            try:
+                results["targets"][RELAYS[whole]] = measure_target(
+                    relay, sim, common.MODELS["direct"], common.UPSTREAM_KEYS[0], bodies, replay,
+                    args, load_cpu, False,
+                )  # fmt: skip
+            finally:
+                relay.stop()
         for variant, state in itertools.product(_csv(args.variants), states):
             name = f"tiergate {variant}/{state}"
             prefix = common.new_prefix("bodies")
@@ -357,19 +385,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(f"-> {name} ...", flush=True)
             gw = common.start_gateway(cfg, workdir, gw_cpu, log_level="WARNING")
             try:
-                model, agent = common.MODELS[variant], variant == "agent"
-                res: dict[str, Any] = {
-                    "points": measure(gw, sim, model, common.TOKEN, bodies, args, load_cpu, agent)
-                }
-                if replay:
-                    res["session"] = session_replay(
-                        gw, sim, model, common.TOKEN, replay, args, load_cpu
-                    )
+                results["targets"][name] = measure_target(
+                    gw, sim, common.MODELS[variant], common.TOKEN, bodies, replay, args,
+                    load_cpu, variant == "agent",
+                )  # fmt: skip
             finally:
                 gw.stop()
                 if state == "redis":
                     common.redis_cleanup(prefix)
-            results["targets"][name] = res
         if args.litellm:
             results["targets"].update(_litellm(args, sim, workdir, gw_cpu, load_cpu, bodies))
     finally:
@@ -379,31 +402,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if res.get("session"):
             res["growth"] = session_growth(res["session"], floor_session)
     return results
-
-
-def _bare(
-    args: argparse.Namespace,
-    sim: common.Proc,
-    workdir: Path,
-    gw_cpu: int | None,
-    load_cpu: int | None,
-    bodies: dict[int, tuple[dict[str, Any], str]],
-    replay: dict[int, dict[str, Any]],
-    whole: bool,
-) -> dict[str, Any]:
-    """The floor: the same requests through a relay that reads none of the bytes."""
-    print(f"-> {RELAYS[whole]} ...", flush=True)
-    proc = common.start_bare_proxy(sim, workdir, gw_cpu, whole)
-    key, model = common.UPSTREAM_KEYS[0], common.MODELS["direct"]
-    try:
-        res: dict[str, Any] = {
-            "points": measure(proc, sim, model, key, bodies, args, load_cpu, False)
-        }
-        if replay:
-            res["session"] = session_replay(proc, sim, model, key, replay, args, load_cpu)
-    finally:
-        proc.stop()
-    return res
 
 
 def _litellm(
@@ -423,19 +421,13 @@ def _litellm(
         return {}
     proc = bench_litellm.start_litellm(exe, sim.url, workdir, gw_cpu)
     try:
-        points = measure(
-            proc,
-            sim,
-            common.MODELS["direct"],
-            bench_litellm.MASTER_KEY,
-            bodies,
-            args,
-            load_cpu,
-            False,
-        )
+        res = measure_target(
+            proc, sim, common.MODELS["direct"], bench_litellm.MASTER_KEY, bodies, {}, args,
+            load_cpu, False,
+        )  # fmt: skip
     finally:
         proc.stop()
-    return {f"LiteLLM {bench_litellm.LITELLM_SPEC.split('==')[1]}": {"points": points}}
+    return {f"LiteLLM {bench_litellm.LITELLM_SPEC.split('==')[1]}": res}
 
 
 def report(results: dict[str, Any]) -> None:
