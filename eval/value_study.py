@@ -224,21 +224,62 @@ def target(c: Corpus, name: str) -> np.ndarray:
     return np.asarray(per_session[c.session])
 
 
+def invariant_columns(
+    c: Corpus, x: np.ndarray, y: np.ndarray, train_t: np.ndarray, floor: float
+) -> np.ndarray:
+    """Columns whose correlation with the target has the same sign, and at least
+    `floor` in size, within every training framework taken alone: the features
+    whose effect transfers between the frameworks seen, the others dropped."""
+    signs = []
+    for f in sorted(set(c.framework[c.session[train_t]].tolist())):
+        rows = train_t & (c.framework[c.session] == f)
+        xd, yd = x[rows] - x[rows].mean(axis=0), y[rows] - y[rows].mean()
+        denom = np.sqrt((xd**2).sum(axis=0) * (yd**2).sum())
+        corr = np.divide(xd.T @ yd, denom, out=np.zeros(x.shape[1]), where=denom > 0)
+        signs.append(np.sign(corr) * (np.abs(corr) >= floor))
+    stacked = np.array(signs)
+    return (stacked != 0).all(axis=0) & (stacked == stacked[0]).all(axis=0)
+
+
 def fit_and_score(
-    c: Corpus, x: np.ndarray, y: np.ndarray, train_s: np.ndarray, l2: float
+    c: Corpus,
+    x: np.ndarray,
+    y: np.ndarray,
+    train_s: np.ndarray,
+    l2: float,
+    invariant: float | None = None,
+    decide_by: int | None = None,
 ) -> np.ndarray:
     """Scores of every turn by a model fitted on the turns of sessions `train_s`,
-    each training framework weighing the same in total, whatever its size."""
+    each training framework weighing the same in total, whatever its size.
+    `invariant`: fit only the columns of `invariant_columns` at that floor.
+    `decide_by`: fit only on turns up to that index (the turns decided on)."""
     train_t = train_s[c.session]
+    if decide_by is not None:
+        train_t = train_t & (c.turn <= decide_by)
     fw_turns = {
-        f: float(c.n[train_s & (c.framework == f)].sum()) for f in set(c.framework[train_s])
+        f: float(train_t[c.framework[c.session] == f].sum()) for f in set(c.framework[train_s])
     }
     w = np.array([1.0 / fw_turns[c.framework[s]] for s in c.session[train_t]])
-    return predict(fit_ridge(x[train_t], y[train_t], w, l2), x)
+    cols = (
+        np.ones(x.shape[1], dtype=bool)
+        if invariant is None
+        else invariant_columns(c, x, y, train_t, invariant)
+    )
+    if not cols.any():
+        return np.zeros(len(x))
+    return predict(fit_ridge(x[train_t][:, cols], y[train_t], w, l2), x[:, cols])
 
 
 def held_out_scores(
-    c: Corpus, x: np.ndarray, y: np.ndarray, held: str, l2: float, split: str
+    c: Corpus,
+    x: np.ndarray,
+    y: np.ndarray,
+    held: str,
+    l2: float,
+    split: str,
+    invariant: float | None = None,
+    decide_by: int | None = None,
 ) -> np.ndarray:
     """Turn scores for framework `held`, by models that never saw its sessions' tasks.
 
@@ -247,10 +288,10 @@ def held_out_scores(
     whose gateway learns from its own agent's earlier outcomes (CI results) would;
     `lofo+within`: both."""
     if split == "lofo":
-        return fit_and_score(c, x, y, c.framework != held, l2)
+        return fit_and_score(c, x, y, c.framework != held, l2, invariant, decide_by)
     extra = ~np.isin(c.corpus, CORPORA)
     if split == "extra-only":
-        return fit_and_score(c, x, y, extra, l2)
+        return fit_and_score(c, x, y, extra, l2, invariant, decide_by)
     mine = extra if split == "extra-within" else c.framework == held
     rng = np.random.default_rng(0)
     folds = {i: int(rng.integers(5)) for i in sorted(set(c.instance[mine].tolist()))}
@@ -261,12 +302,18 @@ def held_out_scores(
         if split == "lofo+within":
             train_s = train_s | ~mine
         part = (mine & (fold == f))[c.session]
-        scores[part] = fit_and_score(c, x, y, train_s, l2)[part]
+        scores[part] = fit_and_score(c, x, y, train_s, l2, invariant, decide_by)[part]
     return scores
 
 
 def run(
-    c: Corpus, share: float, l2: float, target_name: str, split: str = "lofo"
+    c: Corpus,
+    share: float,
+    l2: float,
+    target_name: str,
+    split: str = "lofo",
+    invariant: float | None = None,
+    decide_by: int | None = None,
 ) -> list[dict[str, object]]:
     x = design(c)
     y = target(c, target_name)
@@ -274,7 +321,9 @@ def run(
     within_extra = split == "extra-within"
     scored = ~np.isin(c.corpus, CORPORA) if within_extra else np.isin(c.corpus, CORPORA)
     for held in sorted(set(c.framework[scored].tolist())):
-        scores = held_out_scores(c, x, y, held, l2, split)
+        scores = held_out_scores(c, x, y, held, l2, split, invariant, decide_by)
+        if decide_by is not None:  # later turns never escalate
+            scores = np.where(c.turn <= decide_by, scores, scores.min() - 1.0)
         for corpus_name in sorted(set(c.corpus[scored].tolist())):
             keep_s = (c.framework == held) & (c.corpus == corpus_name)
             if keep_s.sum() < 30:
@@ -335,14 +384,31 @@ def main(argv: list[str] | None = None) -> int:
         choices=list(EXTRA_CORPORA),
         help="also train on this outcome-only corpus (eval/realtraffic/contextgraph.py)",
     )
+    ap.add_argument(
+        "--invariant",
+        type=float,
+        metavar="FLOOR",
+        help="fit only the features whose correlation with the target has one sign,\n"
+        "at least FLOOR in size, within every training framework alone",
+    )
+    ap.add_argument(
+        "--decide-by",
+        type=int,
+        metavar="K",
+        help="fit on, and escalate at, turns 1..K only (a strong turn is worth\n"
+        "(1 - r) p / n, so an escalation late in a long session buys little)",
+    )
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args(argv)
     args.cache.mkdir(parents=True, exist_ok=True)
     c = load(args.corpus_dir, args.cache, tuple(args.extra_train))
-    rows = run(c, args.share, args.l2, args.target, args.split)
+    rows = run(c, args.share, args.l2, args.target, args.split, args.invariant, args.decide_by)
     extra = f" + {', '.join(args.extra_train)}" if args.extra_train else ""
     print(f"target: {TARGETS[args.target]}; split {args.split}{extra}", end="; ")
-    print(f"share {args.share:.0%}; l2 {args.l2:g}\n")
+    print(f"share {args.share:.0%}; l2 {args.l2:g}", end="")
+    if args.invariant is not None:
+        print(f"; invariant features, floor {args.invariant:g}", end="")
+    print(f"; decided by turn {args.decide_by}\n" if args.decide_by else "\n")
     heads = ["framework (left out)", "corpus", "policy", "sessions", "share", "PGR (95 % CI)"]
     heads += ["random", "length", "oracle", "waste", "cut off", "PGR - max lower", "AUROC r=0"]
     print("| " + " | ".join(heads) + " |")
