@@ -12,7 +12,14 @@ from hypothesis import strategies as st
 
 from memo_support import conversations
 from tiergate.formats import body_decode
-from tiergate.formats.body_decode import BodyDecodeMemo, common_prefix, scan_elements
+from tiergate.formats.body_decode import (
+    BodyDecodeMemo,
+    Parts,
+    common_prefix,
+    common_prefix_parts,
+    same,
+    scan_elements,
+)
 
 _text = st.text(alphabet=st.sampled_from(list('ab "\\{}[]:,\n\u00e9\u2028\U0001f600')), max_size=12)
 _message = st.fixed_dictionaries(
@@ -93,6 +100,58 @@ def test_corrupted_bodies_fail_exactly_when_orjson_does(
             assert memo.loads(damaged) == want
 
 
+def _split(raw: bytes, cuts: list[int]) -> list[bytes]:
+    """`raw` in the pieces a server could hand it over in (empty ones included)."""
+    at = sorted({min(c, len(raw)) for c in cuts})
+    return [raw[a:b] for a, b in zip([0, *at], [*at, len(raw)], strict=True)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    conversations(_message),
+    _layout,
+    st.lists(st.integers(0, 2), min_size=8, max_size=8),
+    st.data(),
+)
+def test_bodies_in_pieces_decode_as_the_joined_bytes(
+    history: list[list[Any]], layout: dict[str, Any], styles: list[int], data: st.DataObject
+) -> None:
+    """Each turn's body split at random points, as uvicorn hands a long body over:
+    the memo compares and slices the pieces in place and decodes what orjson
+    decodes of their concatenation, reusing the history as a joined body would."""
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    joined = BodyDecodeMemo(min_bytes=0, key_bytes=1)
+    before: tuple[list[Any], list[Any]] = ([], [])
+    for i, messages in enumerate(history):
+        raw = _encode(_body(layout, messages), styles[i % len(styles)])
+        cuts = data.draw(st.lists(st.integers(0, len(raw)), max_size=6))
+        got = memo.loads_parts(_split(raw, cuts))
+        want = joined.loads(raw)
+        assert got == orjson.loads(raw) and list(got) == list(want)
+        # the messages reused from the turn before are those reused with joined bodies
+        got_m, want_m = got.get("messages") or [], want.get("messages") or []
+        assert [g is b for g, b in zip(got_m, before[0], strict=False)] == [
+            w is b for w, b in zip(want_m, before[1], strict=False)
+        ]
+        before = (got_m, want_m)
+
+
+@given(st.binary(max_size=48), st.binary(max_size=48), st.data())
+def test_compares_across_pieces_agree_with_bytes(a: bytes, b: bytes, data: st.DataObject) -> None:
+    pa = Parts(_split(a, data.draw(st.lists(st.integers(0, 48), max_size=5))))
+    pb = Parts(_split(a + b, data.draw(st.lists(st.integers(0, 96), max_size=5))))
+    pc = Parts(_split(b, data.draw(st.lists(st.integers(0, 48), max_size=5))))
+    assert common_prefix_parts(pb, pa) == len(a)
+    assert common_prefix_parts(pa, pc) == common_prefix(a, b)
+    i = data.draw(st.integers(0, len(a)))
+    j = data.draw(st.integers(0, len(b)))
+    n = data.draw(st.integers(0, 48))
+    assert same(pa, i, pc, j, n) == (
+        i + n <= len(a) and j + n <= len(b) and a[i : i + n] == b[j : j + n]
+    )
+    assert pb.slice(i, i + n) == (a + b)[i : i + n]
+
+
 def _agent_turns(turns: int) -> list[bytes]:
     system = "You are a coding agent. " * 800  # over MIN_BYTES from the first turn
     messages: list[dict[str, Any]] = [{"role": "system", "content": system}]
@@ -115,6 +174,23 @@ def test_a_growing_conversation_reuses_the_decoded_history() -> None:
             assert body["tools"] is previous["tools"]  # unchanged bytes after the array
         previous = body
     assert len(memo) == 1
+
+
+def test_a_growing_conversation_in_pieces_reuses_the_history_without_a_join() -> None:
+    """Bodies handed over in 1 KB pieces, as uvicorn hands over a long one in 64 KB
+    pieces: the history is reused, and what the slot keeps is the pieces."""
+    memo = BodyDecodeMemo()
+    previous = None
+    for raw in _agent_turns(12):
+        parts = [raw[i : i + 1024] for i in range(0, len(raw), 1024)]
+        body = memo.loads_parts(parts)
+        assert body == orjson.loads(raw)
+        if previous is not None:
+            assert body["messages"][0] is previous["messages"][0]
+            assert body["messages"][-2] is previous["messages"][-1]
+            assert body["tools"] is previous["tools"]
+        previous = body
+    assert len(memo) == 1 and memo.bytes_held == len(raw)
 
 
 def test_a_moved_cache_marker_reuses_up_to_the_marked_message() -> None:

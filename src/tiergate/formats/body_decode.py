@@ -12,8 +12,15 @@ so the same bytes read from the same parser state decode to the same values.
 Only the new messages, and the members after the array (reused too while their
 bytes are unchanged: an agent's system prompt and tools), are decoded.
 
+A long body arrives as the pieces uvicorn read it in (up to 256 KB each).
+`loads_parts` compares those pieces where they lie and reads the new messages in
+place (copying them out only when they straddle two pieces), so the body is
+never joined whole: the join was one more write and read
+of every byte, and it evicted from the cache what the rest of the request then
+missed (issue #30; docs/performance.md, "Session 21").
+
 The result equals `orjson.loads(body)` (tests/test_body_decode.py, a property
-test over edited, truncated and reformatted bodies); a body the fast path cannot
+test over edited, truncated, reformatted and split bodies); a body the fast path cannot
 read is decoded whole, so every error is orjson's. The decoded objects are
 shared with the next request of the conversation, so nothing may mutate them
 (the message and render memos' rule already). Matching costs a memcmp of the
@@ -27,7 +34,7 @@ from __future__ import annotations
 import re
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,9 +61,70 @@ _OPENING = (_OPEN_ARRAY, _OPEN_OBJECT)
 _SPACE = b" \t\r\n"
 
 
+class Parts:
+    """A body as the pieces it arrived in, read in place: compared and sliced
+    without joining them (a body in one piece is that piece)."""
+
+    __slots__ = ("parts", "size", "starts")
+
+    def __init__(self, parts: Sequence[bytes]) -> None:
+        self.parts = tuple(parts)
+        self.starts: list[int] = []
+        at = 0
+        for part in self.parts:
+            self.starts.append(at)
+            at += len(part)
+        self.size = at
+
+    def segments(self, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
+        """(piece, from, to) spans covering bytes [start, end) in order."""
+        i = bisect_right(self.starts, start) - 1
+        while start < end:
+            part = self.parts[i]
+            at = start - self.starts[i]
+            take = min(len(part) - at, end - start)
+            yield part, at, at + take
+            start += take
+            i += 1
+
+    def slice(self, start: int, end: int) -> bytes:
+        """Bytes [start, end): a copy of that range only."""
+        spans = list(self.segments(start, min(end, self.size)))
+        if len(spans) == 1:
+            part, a, b = spans[0]
+            return part if a == 0 and b == len(part) else part[a:b]
+        return b"".join(memoryview(part)[a:b] for part, a, b in spans)
+
+    def joined(self) -> bytes:
+        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+
+
+def same(x: Parts, x_at: int, y: Parts, y_at: int, n: int) -> bool:
+    """Are x[x_at : x_at + n] and y[y_at : y_at + n] the same bytes (both in range)?"""
+    if x_at + n > x.size or y_at + n > y.size:
+        return False
+    if len(x.parts) == 1 and len(y.parts) == 1:  # the usual body, under 256 KB
+        return x.parts[0].startswith(memoryview(y.parts[0])[y_at : y_at + n], x_at)
+    xs, ys = x.segments(x_at, x_at + n), y.segments(y_at, y_at + n)
+    xp, xa, xb = next(xs, (b"", 0, 0))
+    yp, ya, yb = next(ys, (b"", 0, 0))
+    while n > 0:
+        take = min(xb - xa, yb - ya)
+        if not xp.startswith(memoryview(yp)[ya : ya + take], xa):
+            return False
+        n -= take
+        xa += take
+        ya += take
+        if xa == xb:
+            xp, xa, xb = next(xs, (b"", 0, 0))
+        if ya == yb:
+            yp, ya, yb = next(ys, (b"", 0, 0))
+    return True
+
+
 @dataclass(slots=True)
 class _Slot:
-    data: bytes  #: the conversation's last body
+    data: Parts  #: the conversation's last body
     ends: list[int]  #: offset just past each element of the array
     close: int  #: offset of the array's `]`
     raws: list[Any]  #: the array's decoded elements
@@ -90,23 +158,49 @@ def common_prefix(a: bytes, b: bytes) -> int:
     return lo
 
 
-def _shared_elements(raw: bytes, slot: _Slot) -> int:
+def common_prefix_parts(a: Parts, b: Parts) -> int:
+    """`common_prefix` of two bodies held in pieces: span by span (each at most
+    _CHUNK and inside one piece of each), then a bisection inside the first span
+    that differs."""
+    n = min(a.size, b.size)
+    at = 0
+    while at < n:
+        ai = bisect_right(a.starts, at) - 1
+        bi = bisect_right(b.starts, at) - 1
+        ap, ao = a.parts[ai], at - a.starts[ai]
+        bp, bo = b.parts[bi], at - b.starts[bi]
+        take = min(len(ap) - ao, len(bp) - bo, n - at, _CHUNK)
+        view = memoryview(bp)
+        if not ap.startswith(view[bo : bo + take], ao):
+            lo, hi = 0, take  # the first lo bytes agree; they differ before hi
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if ap.startswith(view[bo + lo : bo + mid], ao + lo):
+                    lo = mid
+                else:
+                    hi = mid
+            return at + lo
+        at += take
+    return n
+
+
+def _shared_elements(raw: Parts, slot: _Slot) -> int:
     """How many of the slot's elements `raw` repeats byte for byte from its start.
     The last few boundaries are tried first: an agent appends (all shared) or
     edits its latest messages (all but one or two). Each try compares the
     element's own bytes before the rest, so an edited latest message costs one
     short compare, not a pass over the whole history; the history is compared
     once."""
-    view = memoryview(slot.data)
+    old = slot.data
     ends = slot.ends
     for count in range(len(ends), max(len(ends) - CONTINUATION_SLACK, 1) - 1, -1):
         start = ends[count - 2] if count > 1 else 0
-        if not raw.startswith(view[start : ends[count - 1]], start):
+        if not same(raw, start, old, start, ends[count - 1] - start):
             continue  # this element changed: try one fewer
-        if raw.startswith(view[:start]):
+        if same(raw, 0, old, 0, start):
             return count
         break  # an earlier element changed: find where, once
-    return bisect_right(ends, common_prefix(raw, slot.data))
+    return bisect_right(ends, common_prefix_parts(raw, old))
 
 
 def scan_elements(raw: bytes, pos: int) -> tuple[list[int], int] | None:
@@ -208,53 +302,67 @@ class BodyDecodeMemo:
 
     def loads(self, raw: bytes, field: str = "messages") -> Any:
         """`raw` decoded; orjson.JSONDecodeError exactly when orjson.loads raises it."""
-        if len(raw) < self.min_bytes or len(raw) > self.max_bytes:
-            return orjson.loads(raw)
-        key = (field, raw[: self.key_bytes])
+        return self.loads_parts((raw,), field)
+
+    def loads_parts(self, parts: Sequence[bytes], field: str = "messages") -> Any:
+        """`loads` of the pieces' concatenation, without joining a body it can
+        reuse: only the bytes after the shared messages are copied out."""
+        size = sum(map(len, parts))
+        if size < self.min_bytes or size > self.max_bytes:
+            return orjson.loads(parts[0] if len(parts) == 1 else b"".join(parts))
+        raw = Parts(parts)
+        key = (field, raw.slice(0, self.key_bytes))
         best = self._slots.best(key, lambda slot: _shared_elements(raw, slot), _elements)
         if best is not None:
             found = self._warm(raw, field, key, best)
             if found is not None:
                 return found
-        body = orjson.loads(raw)
+        whole = raw.joined()
+        body = orjson.loads(whole)
         if isinstance(body, dict) and type(body.get(field)) is list:
-            self._cold(raw, field, key, body)
+            self._cold(whole, field, key, body)
         return body
 
     def _warm(
-        self, raw: bytes, field: str, key: tuple[str, bytes], best: tuple[_Slot, int]
+        self, raw: Parts, field: str, key: tuple[str, bytes], best: tuple[_Slot, int]
     ) -> dict[str, Any] | None:
         slot, count = best
         pos = slot.ends[count - 1]
-        scanned = scan_elements(raw, pos)
+        # What follows the shared messages, read where it lies when one piece
+        # holds it (always, for a body in one piece); else copied out, which is
+        # still less than the join of the whole body it replaces.
+        last = len(raw.parts) - 1
+        if pos >= raw.starts[last]:
+            buf, base = raw.parts[last], raw.starts[last]
+        else:
+            buf, base = raw.slice(pos, raw.size), pos
+        scanned = scan_elements(buf, pos - base)
         if scanned is None:
             return None
-        new_ends, close = scanned
+        new_ends, close = scanned  # offsets in buf
         try:
-            new = orjson.loads(b"[0" + raw[pos : close + 1])
+            new = orjson.loads(b"[0" + buf[pos - base : close + 1])
         except orjson.JSONDecodeError:
             return None
         if len(new) != len(new_ends) + 1:  # a scalar element: not ours to reuse
             return None
-        tail = len(raw) - close
-        if tail == len(slot.data) - slot.close and raw.endswith(
-            memoryview(slot.data)[slot.close :]
-        ):
+        tail, old = len(buf) - close, slot.data
+        if tail == old.size - slot.close and same(raw, base + close, old, slot.close, tail):
             rest = slot.rest
         else:
-            fresh = _rest(raw, close)
+            fresh = _rest(buf, close)
             if fresh is None:
                 return None
             rest = fresh
         raws = slot.raws[:count]
         raws.extend(new[1:])
         ends = slot.ends[:count]
-        ends.extend(new_ends)
+        ends.extend(base + end for end in new_ends)
         body = slot.head.copy()
         body[field] = raws
         body.update(rest)
-        fresh_slot = _Slot(raw, ends, close, list(raws), slot.head, rest)
-        self._slots.add(key, fresh_slot, len(raw), best, _elements)
+        fresh_slot = _Slot(raw, ends, base + close, list(raws), slot.head, rest)
+        self._slots.add(key, fresh_slot, raw.size, best, _elements)
         return body
 
     def _cold(self, raw: bytes, field: str, key: tuple[str, bytes], body: dict[str, Any]) -> None:
@@ -277,7 +385,8 @@ class BodyDecodeMemo:
             head = orjson.loads(raw[:start] + b"0}")  # the array's key last, valued 0
         except orjson.JSONDecodeError:
             return
-        self._slots.add(key, _Slot(raw, ends, close, list(raws), head, rest), len(raw))
+        slot = _Slot(Parts((raw,)), ends, close, list(raws), head, rest)
+        self._slots.add(key, slot, len(raw))
 
     def clear(self) -> None:
         self._slots.clear()

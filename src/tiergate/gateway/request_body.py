@@ -46,8 +46,10 @@ async def read_body(
         if chunk:  # the stream ends with an empty chunk
             chunks.append(chunk)
     try:
-        raw = b"".join(chunks)  # a body that came in one piece is that piece, not a copy
-        body = orjson.loads(raw) if memo is None else memo.loads(raw, field)
+        if memo is None:  # a body that came in one piece is that piece, not a copy
+            body = orjson.loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        else:  # the memo reads the pieces in place: a long body is never joined
+            body = memo.loads_parts(chunks, field)
     except orjson.JSONDecodeError:
         raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):
