@@ -64,13 +64,16 @@ def _check(memo: BodyDecodeMemo, raw: bytes, field: str = "messages") -> Any:
     return got
 
 
-@settings(max_examples=300, deadline=None)
-@given(
+#: A conversation's turns, the request layout around them, and a client style per turn.
+_conversation = (
     conversations(_message),
     _layout,
     st.lists(st.integers(0, 2), min_size=8, max_size=8),
-    st.booleans(),
 )
+
+
+@settings(max_examples=300, deadline=None)
+@given(*_conversation, st.booleans())
 def test_equal_to_orjson_over_a_conversation(
     history: list[list[Any]], layout: dict[str, Any], styles: list[int], rest_changes: bool
 ) -> None:
@@ -107,12 +110,7 @@ def _split(raw: bytes, cuts: list[int]) -> list[bytes]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(
-    conversations(_message),
-    _layout,
-    st.lists(st.integers(0, 2), min_size=8, max_size=8),
-    st.data(),
-)
+@given(*_conversation, st.data())
 def test_bodies_in_pieces_decode_as_the_joined_bytes(
     history: list[list[Any]], layout: dict[str, Any], styles: list[int], data: st.DataObject
 ) -> None:
