@@ -136,32 +136,10 @@ def _elements(slot: _Slot) -> int:
     return len(slot.ends)
 
 
-def common_prefix(a: bytes, b: bytes) -> int:
-    """How many leading bytes `a` and `b` share: memcmp chunk by chunk up to the
-    first chunk that differs (one pass), then a bisection inside it."""
-    n = min(len(a), len(b))
-    view = memoryview(b)
-    lo = 0
-    while lo < n:
-        hi = min(lo + _CHUNK, n)
-        if not a.startswith(view[lo:hi], lo):
-            break
-        lo = hi
-    else:
-        return n
-    while hi - lo > 1:  # a[:lo] == b[:lo], and they differ before hi
-        mid = (lo + hi) // 2
-        if a.startswith(view[lo:mid], lo):
-            lo = mid
-        else:
-            hi = mid
-    return lo
-
-
-def common_prefix_parts(a: Parts, b: Parts) -> int:
-    """`common_prefix` of two bodies held in pieces: span by span (each at most
-    _CHUNK and inside one piece of each), then a bisection inside the first span
-    that differs."""
+def common_prefix(a: Parts, b: Parts) -> int:
+    """How many leading bytes two bodies held in pieces share: memcmp span by span
+    (each at most _CHUNK and inside one piece of each) up to the first span that
+    differs (one pass), then a bisection inside it."""
     n = min(a.size, b.size)
     at = 0
     while at < n:
@@ -200,7 +178,7 @@ def _shared_elements(raw: Parts, slot: _Slot) -> int:
         if same(raw, 0, old, 0, start):
             return count
         break  # an earlier element changed: find where, once
-    return bisect_right(ends, common_prefix_parts(raw, old))
+    return bisect_right(ends, common_prefix(raw, old))
 
 
 def scan_elements(raw: bytes, pos: int) -> tuple[list[int], int] | None:
