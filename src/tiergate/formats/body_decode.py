@@ -96,7 +96,27 @@ class Parts:
         return b"".join(memoryview(part)[a:b] for part, a, b in spans)
 
     def joined(self) -> bytes:
-        return self.parts[0] if len(self.parts) == 1 else b"".join(self.parts)
+        return joined(self.parts)
+
+
+def joined(parts: Sequence[bytes]) -> bytes:
+    """The pieces as one bytes object: a body that came in one piece is that
+    piece, not a copy."""
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _aligned(
+    x: Parts, x_at: int, y: Parts, y_at: int, n: int, most: int
+) -> Iterator[tuple[bytes, int, memoryview]]:
+    """Spans of x[x_at:] and y[y_at:] that lie inside one piece of each, in order,
+    n bytes in all, none longer than `most`: (x's piece, offset in it, y's bytes)."""
+    while n > 0:
+        xi, yi = bisect_right(x.starts, x_at) - 1, bisect_right(y.starts, y_at) - 1
+        xp, xo = x.parts[xi], x_at - x.starts[xi]
+        yp, yo = y.parts[yi], y_at - y.starts[yi]
+        take = min(len(xp) - xo, len(yp) - yo, n, most)
+        yield xp, xo, memoryview(yp)[yo : yo + take]
+        x_at, y_at, n = x_at + take, y_at + take, n - take
 
 
 def same(x: Parts, x_at: int, y: Parts, y_at: int, n: int) -> bool:
@@ -105,21 +125,7 @@ def same(x: Parts, x_at: int, y: Parts, y_at: int, n: int) -> bool:
         return False
     if len(x.parts) == 1 and len(y.parts) == 1:  # the usual body, under 256 KB
         return x.parts[0].startswith(memoryview(y.parts[0])[y_at : y_at + n], x_at)
-    xs, ys = x.segments(x_at, x_at + n), y.segments(y_at, y_at + n)
-    xp, xa, xb = next(xs, (b"", 0, 0))
-    yp, ya, yb = next(ys, (b"", 0, 0))
-    while n > 0:
-        take = min(xb - xa, yb - ya)
-        if not xp.startswith(memoryview(yp)[ya : ya + take], xa):
-            return False
-        n -= take
-        xa += take
-        ya += take
-        if xa == xb:
-            xp, xa, xb = next(xs, (b"", 0, 0))
-        if ya == yb:
-            yp, ya, yb = next(ys, (b"", 0, 0))
-    return True
+    return all(xp.startswith(ys, xo) for xp, xo, ys in _aligned(x, x_at, y, y_at, n, n))
 
 
 @dataclass(slots=True)
@@ -140,26 +146,19 @@ def common_prefix(a: Parts, b: Parts) -> int:
     """How many leading bytes two bodies held in pieces share: memcmp span by span
     (each at most _CHUNK and inside one piece of each) up to the first span that
     differs (one pass), then a bisection inside it."""
-    n = min(a.size, b.size)
     at = 0
-    while at < n:
-        ai = bisect_right(a.starts, at) - 1
-        bi = bisect_right(b.starts, at) - 1
-        ap, ao = a.parts[ai], at - a.starts[ai]
-        bp, bo = b.parts[bi], at - b.starts[bi]
-        take = min(len(ap) - ao, len(bp) - bo, n - at, _CHUNK)
-        view = memoryview(bp)
-        if not ap.startswith(view[bo : bo + take], ao):
-            lo, hi = 0, take  # the first lo bytes agree; they differ before hi
+    for ap, ao, bs in _aligned(a, 0, b, 0, min(a.size, b.size), _CHUNK):
+        if not ap.startswith(bs, ao):
+            lo, hi = 0, len(bs)  # the first lo bytes agree; they differ before hi
             while hi - lo > 1:
                 mid = (lo + hi) // 2
-                if ap.startswith(view[bo + lo : bo + mid], ao + lo):
+                if ap.startswith(bs[lo:mid], ao + lo):
                     lo = mid
                 else:
                     hi = mid
             return at + lo
-        at += take
-    return n
+        at += len(bs)
+    return at
 
 
 def _shared_elements(raw: Parts, slot: _Slot) -> int:
@@ -284,10 +283,11 @@ class BodyDecodeMemo:
 
     def loads_parts(self, parts: Sequence[bytes], field: str = "messages") -> Any:
         """`loads` of the pieces' concatenation, without joining a body it can
-        reuse: only the bytes after the shared messages are copied out."""
+        reuse: the new messages are read in place, or copied out alone when
+        they straddle two pieces."""
         size = sum(map(len, parts))
         if size < self.min_bytes or size > self.max_bytes:
-            return orjson.loads(parts[0] if len(parts) == 1 else b"".join(parts))
+            return orjson.loads(joined(parts))
         raw = Parts(parts)
         key = (field, raw.slice(0, self.key_bytes))
         best = self._slots.best(key, lambda slot: _shared_elements(raw, slot), _elements)

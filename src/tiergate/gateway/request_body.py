@@ -15,7 +15,7 @@ import orjson
 from starlette.requests import Request
 
 from tiergate.core.model import ChatRequest
-from tiergate.formats.body_decode import BodyDecodeMemo
+from tiergate.formats.body_decode import BodyDecodeMemo, joined
 from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
 from tiergate.formats.member_memo import CHECKED
@@ -46,10 +46,8 @@ async def read_body(
         if chunk:  # the stream ends with an empty chunk
             chunks.append(chunk)
     try:
-        if memo is None:  # a body that came in one piece is that piece, not a copy
-            body = orjson.loads(chunks[0] if len(chunks) == 1 else b"".join(chunks))
-        else:  # the memo reads the pieces in place: a long body is never joined
-            body = memo.loads_parts(chunks, field)
+        # the memo reads the pieces in place: a long body it reuses is never joined
+        body = orjson.loads(joined(chunks)) if memo is None else memo.loads_parts(chunks, field)
     except orjson.JSONDecodeError:
         raise GatewayError(400, "Request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):
