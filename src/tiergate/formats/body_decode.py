@@ -40,6 +40,7 @@ from typing import Any
 
 import orjson
 
+from tiergate.core.body_pieces import spans
 from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
 
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
@@ -76,24 +77,13 @@ class Parts:
             at += len(part)
         self.size = at
 
-    def segments(self, start: int, end: int) -> Iterator[tuple[bytes, int, int]]:
-        """(piece, from, to) spans covering bytes [start, end) in order."""
-        i = bisect_right(self.starts, start) - 1
-        while start < end:
-            part = self.parts[i]
-            at = start - self.starts[i]
-            take = min(len(part) - at, end - start)
-            yield part, at, at + take
-            start += take
-            i += 1
-
     def slice(self, start: int, end: int) -> bytes:
         """Bytes [start, end): a copy of that range only."""
-        spans = list(self.segments(start, min(end, self.size)))
-        if len(spans) == 1:
-            part, a, b = spans[0]
+        cut = list(spans(self.parts, self.starts, start, min(end, self.size)))
+        if len(cut) == 1:
+            part, a, b = cut[0]
             return part if a == 0 and b == len(part) else part[a:b]
-        return b"".join(memoryview(part)[a:b] for part, a, b in spans)
+        return b"".join(memoryview(part)[a:b] for part, a, b in cut)
 
     def joined(self) -> bytes:
         return joined(self.parts)

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import operator
 import time
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from tiergate.core.body_pieces import BodyPiece
+from tiergate.core.body_pieces import BodyPiece, spans
 from tiergate.core.slot_groups import SlotGroups
 from tiergate.formats.message_memo import signature
 
@@ -82,17 +81,13 @@ def _push(pieces: list[BodyPiece], starts: list[int], piece: bytes, at: int) -> 
 
 def _span(slot: _Slot, begin: int, end: int) -> list[BodyPiece]:
     """The slot's array bytes `begin`..`end` as pieces (views where a piece is cut)."""
-    starts, pieces = slot.starts, slot.pieces
-    first = bisect_right(starts, begin) - 1
-    last = bisect_left(starts, end) - 1  # the piece holding byte end - 1
-    if begin == 0 and starts[last] + len(pieces[last]) == end:
-        return pieces[: last + 1]  # the usual case: a prefix of whole pieces
-    out: list[BodyPiece] = []
-    for k in range(first, last + 1):
-        piece, at = pieces[k], starts[k]
-        lo, hi = max(begin - at, 0), min(end - at, len(piece))
-        out.append(piece if lo == 0 and hi == len(piece) else memoryview(piece)[lo:hi])
-    return out
+    pieces = slot.pieces
+    if begin == 0 and end == slot.starts[-1] + len(pieces[-1]):
+        return pieces[:]  # the usual case: every piece, whole
+    return [
+        piece if lo == 0 and hi == len(piece) else memoryview(piece)[lo:hi]
+        for piece, lo, hi in spans(pieces, slot.starts, begin, end)
+    ]
 
 
 def _encodes_as(slot: _Slot, begin: int, part: bytes) -> bool:
