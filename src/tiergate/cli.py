@@ -99,6 +99,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from tiergate.app import create_app
     from tiergate.defaults import auto_config, new_token, provider_keys
+    from tiergate.gc_policy import freeze_startup_heap, time_pauses
     from tiergate.logs import setup_logging
 
     setup_logging(args.log_level)
@@ -190,6 +191,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
         while not server.started and not gw_task.done():
             await asyncio.sleep(0.01)
         if server.started:  # announce only once the gateway really listens
+            freeze_startup_heap()  # full collections skip what start-up built (gc_policy)
+            time_pauses()
             print(banner or f"tiergate serving on http://{host}:{port}", flush=True)
         try:
             await gw_task

@@ -246,6 +246,17 @@ AFFINITY_PIN_DROPS_TOTAL = Counter(
     registry=REGISTRY,
 )
 
+# ---- the process ---------------------------------------------------------------
+
+GC_PAUSE_SECONDS = Histogram(
+    "gc_pause_seconds",
+    "Cycle-collector passes, by generation: a full (2) pass stalls every request in flight.",
+    ["generation"],
+    buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25),
+    namespace=NAMESPACE,
+    registry=REGISTRY,
+)
+
 
 def observe_request(
     router: str | None,
