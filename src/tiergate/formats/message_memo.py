@@ -25,6 +25,7 @@ event loop per process). Pure: no I/O.
 
 from __future__ import annotations
 
+import operator
 import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
@@ -52,7 +53,8 @@ class Reuse:
     """The parse of the first `count` raw messages, as the previous request had it
     (`origin`: the memo's slot it came from and how many messages the match
     shared, so `MessageMemo.store` replaces that slot when the request continues it,
-    even after `upto` cut the reuse back)."""
+    even after `upto` cut the reuse back). Its lists may be the memo's own: read
+    them, never change them."""
 
     count: int
     system: list[TextPart]
@@ -114,8 +116,12 @@ def _cut(
     marks: list[Mark],
     origin: tuple[_Slot, int] | None,
 ) -> Reuse:
-    """The first `count` raw messages' share of a parse: slices, no loop in Python."""
+    """The first `count` raw messages' share of a parse: slices, no loop in Python;
+    the lists themselves when that share is all of them (the usual turn), as a
+    Reuse is only read (`parse_messages` copies it into the request's own lists)."""
     n_system, n_messages = marks[count - 1]
+    if count == len(marks) and n_messages == len(messages) and n_system == len(system):
+        return Reuse(count, system, messages, marks, origin)
     return Reuse(count, system[:n_system], messages[:n_messages], marks[:count], origin)
 
 
@@ -125,7 +131,12 @@ def _length(slot: _Slot) -> int:
 
 def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
     """How many leading items of `old` and `new` (at most `limit`) are equal, by list
-    comparison in C (identity first, then ==), bisecting on slices when not all are."""
+    comparison in C (identity first, then ==), bisecting on slices when not all are.
+    The usual answer first: every item the same object (the decode memo hands a
+    conversation's next body the last one's decoded messages), one pass in C with
+    no slices, whose copies would touch every message's reference count twice."""
+    if limit <= min(len(old), len(new)) and all(map(operator.is_, old, new)):
+        return limit
     if old[:limit] == new[:limit]:
         return limit
     lo, hi = 0, limit - 1  # old[:lo] == new[:lo]; they differ before limit
