@@ -234,3 +234,44 @@ def private_redis(unix_socket: str | None = None) -> Iterator[PrivateRedis]:
         yield server
     finally:
         server.stop()
+
+
+#: Provider keys and tokens a demo-mode `tiergate serve` must not inherit.
+DEMO_UNSET = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "GEMINI_API_KEY",
+    "DEEPSEEK_API_KEY",
+    "TIERGATE_TOKEN",
+    "TIERGATE_ADMIN_TOKEN",
+)
+
+
+@contextlib.contextmanager
+def demo_serve(
+    cwd: Any, port: int, stderr: Any = subprocess.DEVNULL
+) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    """`python -m tiergate serve` in demo mode as a user starts it (no provider keys),
+    yielded with its banner up to the "Try it:" line; terminated afterwards."""
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in DEMO_UNSET}
+    env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tiergate", "serve", "--port", str(port), "--spool", "spool"],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=stderr,
+        text=True,
+    )
+    try:
+        banner = ""
+        deadline = time.monotonic() + 30
+        assert proc.stdout is not None
+        while "Try it:" not in banner and time.monotonic() < deadline:
+            banner += proc.stdout.readline()
+        yield proc, banner
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

@@ -91,6 +91,19 @@ def test_cache_pollution_bench_times_a_redis_call_after_each_copy(tmp_path: Path
     assert all(v > 0 for values in runs.values() for v in values)
 
 
+def test_gc_pause_bench_times_the_collections_of_a_served_archived_tree(tmp_path: Path) -> None:
+    """bench_gc_pauses.py --quick: HEAD archived and served as deployed, sessions
+    replayed over HTTP, and the gateway's own collections timed and read back."""
+    if not _redis_up():
+        pytest.skip(f"Redis is not reachable at {REDIS_URL}")
+    data = run_bench("bench_gc_pauses.py", tmp_path, "--trees", "HEAD", timeout=120)
+    (run,) = data["runs"]
+    assert run["tree"] == "HEAD" and run["commit"]
+    assert run["requests"] == 24 and 0 < run["p50_ms"] <= run["p99_ms"] <= run["max_ms"]
+    young = run["gc"]["0"]  # 24 agent turns allocate enough for young passes
+    assert young["passes"] >= 1 and 0 < young["max_ms"] <= young["total_ms"]
+
+
 def test_session_growth_takes_away_what_the_bare_relay_grew() -> None:
     """The turn-200 ratio, raw and net of the relay's own growth over the same turns."""
     session_growth = _bench_module("bench_bodies").session_growth
@@ -187,6 +200,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "count_instructions.py",
         "bench_cache_pollution.py",
         "bare_proxy.py",
+        "bench_gc_pauses.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
 import subprocess
@@ -14,7 +13,7 @@ import httpx
 import pytest
 
 import tiergate
-from servers import free_port
+from servers import demo_serve, free_port
 from tiergate.defaults import CATALOGUE, STRONG
 
 TIERGATE = [sys.executable, "-m", "tiergate"]
@@ -103,34 +102,9 @@ def test_config_check_reports_yaml_syntax_position(tmp_path: Path) -> None:
 
 def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
     port = free_port()
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k
-        not in (
-            "OPENAI_API_KEY",
-            "ANTHROPIC_API_KEY",
-            "GEMINI_API_KEY",
-            "DEEPSEEK_API_KEY",
-            "TIERGATE_TOKEN",
-            "TIERGATE_ADMIN_TOKEN",
-        )
-    }
-    env["PYTHONUNBUFFERED"] = "1"
-    proc = subprocess.Popen(
-        [*TIERGATE, "serve", "--port", str(port), "--spool", str(tmp_path / "spool")],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        banner = ""
+    with demo_serve(tmp_path, port) as (proc, banner):
         deadline = time.monotonic() + 30
         assert proc.stdout is not None
-        while "Try it:" not in banner and time.monotonic() < deadline:
-            banner += proc.stdout.readline()
         assert "DEMO MODE" in banner
         token = re.search(r"Token:\s+(\S+)", banner)
         assert token is not None
@@ -180,9 +154,6 @@ def test_demo_mode_starts_prints_banner_and_serves(tmp_path: Path) -> None:
         assert turn.status_code == 200, turn.text
         (call,) = turn.json()["choices"][0]["message"]["tool_calls"]
         assert "unittest -v test_calc" in call["function"]["arguments"], call
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def test_config_check_points_at_the_line_of_a_bad_dsl_rule(tmp_path: Path) -> None:

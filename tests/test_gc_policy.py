@@ -6,20 +6,14 @@ from __future__ import annotations
 
 import gc
 import json
-import os
 import re
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 
-from servers import free_port
+from servers import demo_serve, free_port
 from tiergate.gc_policy import freeze_startup_heap, time_pauses
 from tiergate.metrics import GC_PAUSE_SECONDS
-
-TIERGATE = [sys.executable, "-m", "tiergate"]
 
 
 def _count(generation: str) -> float:
@@ -56,24 +50,8 @@ def test_every_collection_is_timed_by_generation() -> None:
 
 def test_served_gateway_freezes_at_start_and_exports_pauses(tmp_path: Path) -> None:
     port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env.pop("TIERGATE_TOKEN", None)
-    env["PYTHONUNBUFFERED"] = "1"
     log = (tmp_path / "stderr").open("w")
-    proc = subprocess.Popen(
-        [*TIERGATE, "serve", "--port", str(port), "--spool", str(tmp_path / "spool")],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=log,
-        text=True,
-    )
-    try:
-        banner = ""
-        deadline = time.monotonic() + 30
-        assert proc.stdout is not None
-        while "Try it:" not in banner and time.monotonic() < deadline:
-            banner += proc.stdout.readline()
+    with demo_serve(tmp_path, port, stderr=log) as (_, banner):
         token = re.search(r"Token:\s+(\S+)", banner)
         assert token is not None, banner
         with httpx.Client(timeout=10) as client:
@@ -88,10 +66,7 @@ def test_served_gateway_freezes_at_start_and_exports_pauses(tmp_path: Path) -> N
                 )
                 assert r.status_code == 200, r.text
             metrics = client.get(f"http://127.0.0.1:{port}/metrics").text
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
+    log.close()
     young = re.search(r'^tiergate_gc_pause_seconds_count\{generation="0"\} (\S+)$', metrics, re.M)
     assert young is not None, metrics[:2000]
     assert float(young.group(1)) >= 1
