@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from typing import Any
 
 import orjson
@@ -74,7 +75,9 @@ def control_routes(state: SimState) -> list[Route]:
         return _json({"status": "reset"})
 
     async def health(request: Request) -> Response:
-        return _json({"status": "ok"})
+        # gc_frozen: objects `tiergate sim` froze at start (gc_policy), so a bench
+        # can tell its upstream will not stall on full collections of them
+        return _json({"status": "ok", "gc_frozen": gc.get_freeze_count()})
 
     return [
         Route("/_sim/faults", add_faults, methods=["POST"]),
