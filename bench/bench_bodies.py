@@ -69,7 +69,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         default=200,
         help="requests per size and target (CPU is read in 10 ms ticks: keep it large)",
     )
-    p.add_argument("--rounds", type=int, default=3, help="direct/through alternations per size")
+    p.add_argument(
+        "--rounds",
+        type=int,
+        default=3,
+        help="direct/through alternations per size and replayed turn",
+    )
     p.add_argument(
         "--session-turns",
         default="2,50,100,200",
@@ -263,15 +268,24 @@ def session_replay(
     args: argparse.Namespace,
     load_cpu: int | None,
 ) -> list[dict[str, Any]]:
-    """The measured turns of one session, in order, on one session id (memo warm)."""
-    sid = "replay-" + uuid.uuid4().hex[:8]
+    """The measured turns, each on a session id of its own (memo warm), interleaved:
+    `--rounds` rounds, each sending every turn's share of `--session-repeats`.
+    Why interleaved: sent one turn after the other, a burst of this VM's noise
+    landed on one turn, and one tree's turn-200 ratio read 1.12x in one run and
+    2.34x in the next (docs/performance.md, "Session 22")."""
+    run = "replay-" + uuid.uuid4().hex[:8]
     phases = []
-    for turn, body in sorted(bodies.items()):
-        direct = with_counter(body, common.MODELS["direct"])
-        through = direct if model == common.MODELS["direct"] else with_counter(body, model)
-        n = args.session_repeats
-        phases.append(_phase(f"direct|{turn}|0", sim, common.UPSTREAM_KEYS[0], direct, n, None, 2))
-        phases.append(_phase(f"through|{turn}|0", server, token, through, n, sid, 2))
+    n = max(1, args.session_repeats // args.rounds)
+    for r in range(args.rounds):
+        for turn, body in sorted(bodies.items()):
+            direct = with_counter(body, common.MODELS["direct"])
+            through = direct if model == common.MODELS["direct"] else with_counter(body, model)
+            phases.append(
+                _phase(f"direct|{turn}|{r}", sim, common.UPSTREAM_KEYS[0], direct, n, None, 2)
+            )
+            phases.append(
+                _phase(f"through|{turn}|{r}", server, token, through, n, f"{run}-{turn}", 2)
+            )
     spec = {"cpu": load_cpu, "watch": {"server": server.pid, "sim": sim.pid}, "phases": phases}
     return _points(run_loadgen(spec)["phases"], {t: (b, "") for t, b in sorted(bodies.items())})
 
