@@ -5,7 +5,7 @@ Why: CPython's full (generation 2) collection walks every object the cycle
 collector tracks. A gateway holds about 110 K of them from start-up alone
 (modules, the config, routing tables, pydantic and SQLAlchemy machinery), all of
 which live as long as the process. Served 200-turn agent sessions measured full
-passes of 47-73 ms on a 2-core VM: a stall for every request in flight, and the
+passes of 47-118 ms on a 2-core VM: a stall for every request in flight, and the
 slowest requests of the run (issue #30's p99 bar; docs/performance.md, "Session
 22"). `gc.freeze()`, the gc module's documented remedy, moves what exists now
 into a permanent generation that collections never visit, so they walk only
