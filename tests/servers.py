@@ -12,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -253,8 +254,6 @@ def demo_serve(
 ) -> Iterator[tuple[subprocess.Popen[str], str]]:
     """`python -m tiergate serve` in demo mode as a user starts it (no provider keys),
     yielded with its banner up to the "Try it:" line; terminated afterwards."""
-    import sys
-
     env = {k: v for k, v in os.environ.items() if k not in DEMO_UNSET}
     env["PYTHONUNBUFFERED"] = "1"
     proc = subprocess.Popen(

@@ -5,7 +5,8 @@ the upstream client (providers/client.py, providers/exchange.py) a long
 conversation's kept bytes as pieces for one vectored write, instead of joining
 them into a new buffer every turn (issue #30). Both sides name the type here,
 below formats and providers. The decode memo (formats/body_decode.py) reads an
-inbound body in the pieces it arrived in; `spans` walks either kind.
+inbound body in the pieces it arrived in; `spans` walks either kind, and
+`joined` makes one bytes object of them for whoever needs it whole.
 """
 
 from __future__ import annotations
@@ -36,3 +37,9 @@ def spans(
         yield piece, at, at + take
         begin += take
         i += 1
+
+
+def joined(parts: Sequence[bytes]) -> bytes:
+    """The pieces as one bytes object: a body that came in one piece is that
+    piece, not a copy."""
+    return parts[0] if len(parts) == 1 else b"".join(parts)

@@ -40,7 +40,7 @@ from typing import Any
 
 import orjson
 
-from tiergate.core.body_pieces import spans
+from tiergate.core.body_pieces import joined, spans
 from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
 
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
@@ -87,12 +87,6 @@ class Parts:
 
     def joined(self) -> bytes:
         return joined(self.parts)
-
-
-def joined(parts: Sequence[bytes]) -> bytes:
-    """The pieces as one bytes object: a body that came in one piece is that
-    piece, not a copy."""
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _aligned(

@@ -14,8 +14,9 @@ from typing import Any
 import orjson
 from starlette.requests import Request
 
+from tiergate.core.body_pieces import joined
 from tiergate.core.model import ChatRequest
-from tiergate.formats.body_decode import BodyDecodeMemo, joined
+from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
 from tiergate.formats.member_memo import CHECKED
