@@ -20,6 +20,8 @@ from typing import Any
 
 import uvicorn
 
+from tiergate.http_protocol import PieceHttpToolsProtocol
+
 TOKEN = "tg-test-token"
 
 #: One read_file tool in each inbound dialect, for tool-loop tests.
@@ -70,6 +72,7 @@ class ServerThread:
                 port=self.port,
                 log_level="warning",
                 loop="asyncio",
+                http=PieceHttpToolsProtocol,  # as `tiergate serve` (tiergate/http_protocol.py)
                 lifespan="on",
                 timeout_graceful_shutdown=5,
             )

@@ -100,6 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from tiergate.app import create_app
     from tiergate.defaults import auto_config, new_token, provider_keys
     from tiergate.gc_policy import freeze_startup_heap, time_pauses
+    from tiergate.http_protocol import gateway_server_config
     from tiergate.logs import setup_logging
 
     setup_logging(args.log_level)
@@ -171,16 +172,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             print(err, file=sys.stderr)
             return 1
     server = uvicorn.Server(
-        uvicorn.Config(
-            create_app(cfg, spool_path=args.spool),
-            host=host,
-            port=port,
-            log_level="warning",
-            loop="uvloop",
-            http="httptools",
-            timeout_graceful_shutdown=30,
-            log_config=None,
-        )
+        gateway_server_config(create_app(cfg, spool_path=args.spool), host, port)
     )
 
     async def run() -> None:
