@@ -201,6 +201,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bench_cache_pollution.py",
         "bare_proxy.py",
         "bench_gc_pauses.py",
+        "count_served.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -272,6 +273,13 @@ def test_instruction_counts_compare_an_archived_tree_with_the_working_tree(tmp_p
     )
     assert [row["tree"] for row in data["trees"]] == ["HEAD", "."]
     assert all(row["runs"] == [] and row["commit"] for row in data["trees"])
+
+
+def test_served_counts_send_each_turn_through_a_served_tree(tmp_path: Path) -> None:
+    """count_served.py --quick: HEAD archived and served as deployed answers each
+    turn's body (no valgrind in the smoke run)."""
+    data = run_bench("count_served.py", tmp_path, "--trees", "HEAD", timeout=120)
+    assert [(r["turn"], r["kb"] > 400) for r in data["rows"]] == [(2, False), (200, True)]
 
 
 def test_instruction_count_is_read_from_callgrind_output(tmp_path: Path) -> None:
