@@ -20,7 +20,7 @@ from typing import Any
 
 import uvicorn
 
-from tiergate.http_protocol import PieceHttpToolsProtocol
+from tiergate.http_protocol import BufferedHttpProtocol
 
 TOKEN = "tg-test-token"
 
@@ -72,7 +72,7 @@ class ServerThread:
                 port=self.port,
                 log_level="warning",
                 loop="asyncio",
-                http=PieceHttpToolsProtocol,  # as `tiergate serve` (tiergate/http_protocol.py)
+                http=BufferedHttpProtocol,  # as `tiergate serve` (tiergate/http_protocol.py)
                 lifespan="on",
                 timeout_graceful_shutdown=5,
             )

@@ -1,4 +1,4 @@
-"""The gateway's uvicorn protocol: request bodies handed over in the pieces read.
+"""The gateway's uvicorn protocol: reads into a reused buffer, bodies in the pieces read.
 
 Real uvicorn servers on loopback, fed by raw sockets so that a body can arrive in
 as many reads as a test wants (tiergate/http_protocol.py).
@@ -10,6 +10,7 @@ import asyncio
 import hashlib
 import inspect
 import random
+import re
 import socket
 import threading
 import time
@@ -22,7 +23,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 
 from servers import ServerThread, free_port
-from tiergate.http_protocol import PieceBody, PieceHttpToolsProtocol, gateway_server_config
+from tiergate.http_protocol import BufferedHttpProtocol, PieceBody, gateway_server_config
 
 
 def test_uvicorn_still_gathers_and_converts_the_body_where_the_protocol_expects() -> None:
@@ -34,6 +35,11 @@ def test_uvicorn_still_gathers_and_converts_the_body_where_the_protocol_expects(
     receive = inspect.getsource(RequestResponseCycle.receive)
     assert '"body": bytes(self.body)' in receive
     assert "self.body = bytearray()" in receive
+    # BufferedHttpProtocol hands data_received a view of a buffer the next read
+    # reuses: safe only while the data goes to the parser alone, which copies.
+    received = inspect.getsource(HttpToolsProtocol.data_received).splitlines()
+    uses = [line.strip() for line in received if re.search(r"\bdata\b", line)]
+    assert uses == ["def data_received(self, data: bytes) -> None:", "self.parser.feed_data(data)"]
 
 
 def test_a_lone_piece_is_handed_over_without_a_copy() -> None:
@@ -53,7 +59,7 @@ def test_several_pieces_are_joined_once_in_order() -> None:
 
 def test_tiergate_serve_uses_the_protocol() -> None:
     config = gateway_server_config(object(), "127.0.0.1", 4000)
-    assert config.http is PieceHttpToolsProtocol
+    assert config.http is BufferedHttpProtocol
     assert config.loop == "uvloop"
 
 
@@ -96,13 +102,25 @@ class EchoApp:
         await send({"type": "http.response.body", "body": payload})
 
 
+class CountingProtocol(BufferedHttpProtocol):
+    """The gateway's protocol, counting the socket reads it takes in its buffer."""
+
+    reads = 0
+
+    def buffer_updated(self, nbytes: int) -> None:
+        type(self).reads += 1
+        super().buffer_updated(nbytes)
+
+
 class PieceServer:
     """EchoApp on uvicorn with the gateway's protocol and event loop, in a thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, protocol: type[BufferedHttpProtocol] | None = None) -> None:
         self.port = free_port()
         config = gateway_server_config(EchoApp(), "127.0.0.1", self.port)
         config.log_level = "warning"
+        if protocol is not None:
+            config.http = protocol  # type: ignore[assignment]
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -208,6 +226,35 @@ def test_reads_that_pile_up_before_a_receive_arrive_joined_in_order(echo: PieceS
     assert len(got["sizes"]) < len(writes)  # some receive carried several reads
 
 
+def test_socket_reads_land_in_the_reused_buffer() -> None:
+    """uvloop takes the buffered path (it would not for an asyncio.Protocol subclass)."""
+    CountingProtocol.reads = 0
+    with PieceServer(CountingProtocol) as server:
+        body = random.Random(3).randbytes(600_000)
+        got = _post(server.port, [body[:250_000], body[250_000:]])
+    assert got["sha"] == hashlib.sha256(body).hexdigest()
+    assert CountingProtocol.reads >= 3  # the head and at least two reads of the body
+
+
+def test_connections_reading_at_once_keep_their_own_bytes(echo: PieceServer) -> None:
+    """Every connection of a thread reads into one buffer: bodies sent at the same
+    time, in many small writes each, still arrive whole and unmixed."""
+    rng = random.Random(11)
+    bodies = [rng.randbytes(400_000) for _ in range(4)]
+    results: list[dict[str, Any]] = [{} for _ in bodies]
+
+    def send(i: int) -> None:
+        results[i] = _post(echo.port, _split(bodies[i], 60, random.Random(i)))
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(bodies))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    for body, got in zip(bodies, results, strict=True):
+        assert got["sha"] == hashlib.sha256(body).hexdigest()
+
+
 def test_two_requests_on_one_connection_each_get_their_own_body(echo: PieceServer) -> None:
     first, second = b"a" * 70_000, b"b" * 5
     with socket.create_connection(("127.0.0.1", echo.port)) as sock:
@@ -225,4 +272,4 @@ def test_test_servers_use_the_protocol_too() -> None:
         body = b"z" * 200_000
         got = _post(server.port, [body[:1000], body[1000:]])
         assert got["sha"] == hashlib.sha256(body).hexdigest()
-        assert server.server.config.http is PieceHttpToolsProtocol
+        assert server.server.config.http is BufferedHttpProtocol
