@@ -26,9 +26,9 @@ from servers import ServerThread, free_port
 from tiergate.http_protocol import BufferedHttpProtocol, PieceBody, gateway_server_config
 
 
-def test_uvicorn_still_gathers_and_converts_the_body_where_the_protocol_expects() -> None:
-    """The two lines of uvicorn's that PieceBody stands in for. If an upgrade moves
-    them, update tiergate/http_protocol.py rather than this test."""
+def test_uvicorn_still_reads_and_gathers_the_body_where_the_protocol_expects() -> None:
+    """The three spots of uvicorn's that tiergate/http_protocol.py relies on. If an
+    upgrade moves them, update that module rather than this test."""
     on_body = inspect.getsource(HttpToolsProtocol.on_body)
     assert "self.cycle.body += body" in on_body
     assert "self.flow.pause_reading()" in on_body
