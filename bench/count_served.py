@@ -70,7 +70,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _post(client: httpx.Client, url: str, body: bytes, session: str) -> None:
+def post(client: httpx.Client, url: str, body: bytes, session: str) -> None:
     headers = {
         "authorization": f"Bearer {common.TOKEN}",
         "content-type": "application/json",
@@ -109,11 +109,11 @@ def one_tree(
                 body = with_counter(bodies[turn], common.MODELS[args.variant]).encode()
                 session = f"{name}-{turn}-{os.getpid()}"
                 for _ in range(args.warmup):
-                    _post(client, gw.url, body, session)
+                    post(client, gw.url, body, session)
                 if not args.quick:
                     _control("-z", gw.pid)
                 for _ in range(args.requests):
-                    _post(client, gw.url, body, session)
+                    post(client, gw.url, body, session)
                 if args.quick:
                     results[turn] = {"kb": len(body) / 1024}
                     continue

@@ -202,6 +202,7 @@ def test_litellm_peer_is_optional_and_stays_on_loopback(tmp_path: Path) -> None:
         "bare_proxy.py",
         "bench_gc_pauses.py",
         "count_served.py",
+        "bench_served_cpu.py",
     ],
 )
 def test_every_benchmark_has_help(script: str) -> None:
@@ -280,6 +281,13 @@ def test_served_counts_send_each_turn_through_a_served_tree(tmp_path: Path) -> N
     turn's body (no valgrind in the smoke run)."""
     data = run_bench("count_served.py", tmp_path, "--trees", "HEAD", timeout=120)
     assert [(r["turn"], r["kb"] > 400) for r in data["rows"]] == [(2, False), (200, True)]
+
+
+def test_served_cpu_alternates_trees_block_by_block(tmp_path: Path) -> None:
+    """bench_served_cpu.py --quick: two trees served at once, a CPU reading per block."""
+    data = run_bench("bench_served_cpu.py", tmp_path, "--trees", "HEAD", ".", timeout=120)
+    assert [(r["turn"], len(r["blocks_us"])) for r in data["rows"]] == [(2, 2), (200, 2)] * 2
+    assert all(us > 0 for r in data["rows"] for us in r["blocks_us"])
 
 
 def test_instruction_count_is_read_from_callgrind_output(tmp_path: Path) -> None:
