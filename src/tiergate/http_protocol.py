@@ -11,7 +11,9 @@ them (formats/body_decode.py), so these copies were most of the per-byte work
 left on its side of the socket (issue #30). Served turn-200 requests (466 KB),
 by `bench/count_served.py`: 5.47 M instructions and 12.6 M estimated cycles
 with the stock protocol, 4.04 M and 9.1 M with this module; a 17 KB request
-unchanged (docs/performance.md, "Session 23").
+unchanged. In CPU time the saving (about 1 MB less copied per 466 KB request,
+some tens of microseconds) is within this VM's drift (`bench/bench_served_cpu.py`;
+docs/performance.md, "Session 23").
 
 Two changes, nothing else of the protocol:
 - `PieceBody` stands where uvicorn keeps the `bytearray`: it appends, has a
