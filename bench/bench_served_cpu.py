@@ -25,9 +25,6 @@ import argparse
 import os
 import shutil
 import statistics
-import sys
-import tempfile
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -36,7 +33,7 @@ from tqdm import tqdm
 import common
 from bench_bodies import session_bodies, with_counter
 from count_instructions import describe, unpack
-from count_served import post
+from count_served import post, start_run
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -70,12 +67,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.quick:
         args.requests, args.rounds = 5, 2
-    if args.state == "redis" and not common.redis_available():
-        print(f"Redis not reachable at {common.REDIS_URL}", file=sys.stderr)
+    started = start_run(args.state, "served-cpu")
+    if started is None:
         return 2
-    info = common.machine_info()
-    common.print_machine(info)
-    work = Path(tempfile.mkdtemp(prefix="tiergate-served-cpu-"))
+    info, work = started
     gw_cpu, load_cpu = common.cpu_layout()
     turns = [int(t) for t in args.turns.split(",")]
     bodies, _ = session_bodies([], turns)

@@ -185,6 +185,17 @@ def report(rows: list[dict[str, Any]]) -> None:
             )
 
 
+def start_run(state: str, tag: str) -> tuple[dict[str, Any], Path] | None:
+    """The machine described and printed, and a fresh work folder; None (and why,
+    on stderr) when the state backend is Redis and Redis is not reachable."""
+    if state == "redis" and not common.redis_available():
+        print(f"Redis not reachable at {common.REDIS_URL}", file=sys.stderr)
+        return None
+    info = common.machine_info()
+    common.print_machine(info)
+    return info, Path(tempfile.mkdtemp(prefix=f"tiergate-{tag}-"))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.quick:
@@ -192,12 +203,10 @@ def main(argv: list[str] | None = None) -> int:
     elif not shutil.which("valgrind") or not shutil.which("callgrind_control"):
         print("valgrind (with callgrind_control) is not installed", file=sys.stderr)
         return 2
-    if args.state == "redis" and not common.redis_available():
-        print(f"Redis not reachable at {common.REDIS_URL}", file=sys.stderr)
+    started = start_run(args.state, "count-served")
+    if started is None:
         return 2
-    info = common.machine_info()
-    common.print_machine(info)
-    work = Path(tempfile.mkdtemp(prefix="tiergate-count-served-"))
+    info, work = started
     _, load_cpu = common.cpu_layout()
     sim = common.start_sim(work, load_cpu)
     rows: list[dict[str, Any]] = []
