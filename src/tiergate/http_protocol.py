@@ -84,13 +84,9 @@ class PieceHttpToolsProtocol(HttpToolsProtocol):
         cycle = self.cycle
         if (self.parser.should_upgrade() and self._should_upgrade()) or cycle.response_complete:
             return
-        current = cycle.body
-        if isinstance(current, PieceBody):
-            pieces = current
-        else:  # a fresh cycle, or uvicorn's receive reset it
+        pieces: object = cycle.body
+        if not isinstance(pieces, PieceBody):  # a fresh cycle's, or receive's reset: empty
             pieces = PieceBody()
-            if current:
-                pieces += bytes(current)
             cycle.body = pieces  # type: ignore[assignment]
         pieces += body
         if pieces.size > HIGH_WATER_LIMIT:
