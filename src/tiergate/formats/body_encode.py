@@ -27,7 +27,6 @@ process). Pure: no I/O.
 
 from __future__ import annotations
 
-import operator
 import time
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -36,6 +35,7 @@ from typing import Any
 import orjson
 
 from tiergate.core.body_pieces import BodyPiece, spans
+from tiergate.core.same_objects import identical_prefix
 from tiergate.core.slot_groups import SlotGroups
 from tiergate.formats.message_memo import signature
 
@@ -105,21 +105,18 @@ def _shared(slot: _Slot, items: list[Any]) -> int:
     object, or one whose encoding is the slot's bytes (never mere equality:
     1, 1.0 and True are equal and encode differently)."""
     ends = slot.ends
-    limit = min(len(slot.items), len(items))
-    if all(map(operator.is_, slot.items, items)):  # the usual case, a loop in C
-        return limit
-    same = list(map(operator.is_, slot.items, items))  # map stops at the shorter list
-    count = 0
+    old = slot.items
+    limit = min(len(old), len(items))
+    count = identical_prefix(old, items)  # the usual case: all of them
     for _ in range(MAX_REENCODED):
-        try:
-            count = same.index(False, count)
-        except ValueError:
+        if count == limit:
             return limit
         begin = ends[count - 1] + 1 if count else 1
         part = orjson.dumps(items[count])
         if len(part) != ends[count] - begin or not _encodes_as(slot, begin, part):
             return count
         count += 1
+        count += identical_prefix(old[count:], items[count:])
     return count  # more rendered afresh than a system prompt's: encode the rest whole
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
+from tiergate.core.same_objects import identical_prefix
 from tiergate.core.slot_groups import SlotGroups
 
 T = TypeVar("T")
@@ -95,14 +96,6 @@ def _sources(slot: _History[Any]) -> int:
     return len(slot.sources)
 
 
-def _same_prefix(old: list[Any], new: list[Any]) -> int:
-    """How many leading items of `old` and `new` are the same objects (a loop in C;
-    the usual answer, all of the shorter list, without building a list of flags)."""
-    if all(map(operator.is_, old, new)):  # map stops at the shorter list
-        return min(len(old), len(new))
-    return list(map(operator.is_, old, new)).index(False)
-
-
 class HistoryMemo(Generic[T]):
     """A conversation's rendered message list, its shared prefix reused as a slice.
 
@@ -142,7 +135,7 @@ class HistoryMemo(Generic[T]):
             return []
         key = (id(sources[0]), variant)
         # A slot holds its first source, so the id names that object while it is held.
-        best = self._slots.best(key, lambda slot: _same_prefix(slot.sources, sources), _sources)
+        best = self._slots.best(key, lambda slot: identical_prefix(slot.sources, sources), _sources)
         out: list[T] = []
         marks: list[int] = []
         count = 0

@@ -7,7 +7,6 @@ one direction.
 from __future__ import annotations
 
 import itertools
-import operator
 from bisect import bisect_right
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from tiergate.core.model import (
     ToolSpec,
     folded_system_text,
 )
+from tiergate.core.same_objects import identical_prefix
 from tiergate.formats import (
     arguments_object,
     is_gemini_signature,
@@ -171,9 +171,7 @@ def _render_messages(
     start, out, clean, lengths = 0, [], [], []
     old = _histories.pop(key, None)
     if old is not None and old.sources[0] is messages[0]:
-        limit = min(len(old.sources), len(messages))
-        same = list(map(operator.is_, old.sources[:limit], messages[:limit]))  # in C
-        j = bisect_right(old.clean, same.index(False) if False in same else limit)
+        j = bisect_right(old.clean, identical_prefix(old.sources, messages))
         if j:
             start, out = old.clean[j - 1], old.out[: old.lengths[j - 1]]
             clean, lengths = old.clean[:j], old.lengths[:j]
