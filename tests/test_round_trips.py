@@ -4,6 +4,7 @@ escalation on, on real Redis."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from typing import Any
 
@@ -65,3 +66,80 @@ async def test_two_round_trips_per_request(
         assert sum(store.calls.values()) <= 2, (turn, dict(store.calls))
         assert store.calls["get_many"] == 1 and store.calls["apply_batch"] == 1
         messages.append({"role": "assistant", "content": "ok"})
+
+
+def _planner(store: Any) -> tuple[Planner, Any]:
+    cfg = parse_config(gateway_config("http://x", routers=[ROUTER]))
+    planner = Planner(cfg, Distributor.from_config(cfg), store)
+    ws = TokenTable(cfg.workspaces).lookup("tg-test-token")
+    assert ws is not None
+    return planner, ws
+
+
+BODY: dict[str, Any] = {
+    "model": "orcarouter/coding",
+    "messages": [{"role": "system", "content": "agent"}, {"role": "user", "content": "go"}],
+}
+HEADERS = {"x-orcarouter-session-id": "overlap"}
+
+
+async def test_the_read_is_on_the_wire_while_the_transcript_is_summarised(
+    redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The round trip overlaps the planning work that does not need it: the
+    store has been asked before the transcript summary starts (docs/performance.md,
+    session 24)."""
+    store = Counting(redis_store)
+    planner, ws = _planner(store)
+    summarize = planner.transcripts.summarize
+    asked: list[int] = []
+
+    def watching(key: str | None, req: Any) -> Any:
+        asked.append(store.calls["get_many"])
+        return summarize(key, req)
+
+    monkeypatch.setattr(planner.transcripts, "summarize", watching)
+    plan = await planner.plan(parse_request(BODY), BODY, HEADERS, ws, "r1")
+    assert asked == [1] and store.calls["get_many"] == 1
+    assert plan.models  # the read's pins and snapshot were used as before
+
+
+class Held(Counting):
+    """A store whose reads wait for `gate`: a read still in flight, on demand."""
+
+    def __init__(self, inner: RedisStore) -> None:
+        super().__init__(inner)
+        self.gate = asyncio.Event()
+        self.gate.set()
+
+    async def get_many(self, keys: Any) -> Any:
+        self.calls["get_many"] += 1
+        await self.gate.wait()
+        return await self.inner.get_many(keys)
+
+
+async def test_a_failure_before_the_read_is_awaited_leaves_nothing_running(
+    redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = Held(redis_store)
+    planner, ws = _planner(store)
+    summarize = planner.transcripts.summarize
+    await planner.plan(parse_request(BODY), BODY, HEADERS, ws, "r0")  # connected
+    store.gate.clear()  # the next read stays in flight until the plan has failed
+
+    def failing(key: str | None, req: Any) -> Any:
+        raise RuntimeError("summary broke")
+
+    monkeypatch.setattr(planner.transcripts, "summarize", failing)
+    with pytest.raises(RuntimeError, match="summary broke"):
+        await planner.plan(parse_request(BODY), BODY, HEADERS, ws, "r1")
+    for _ in range(3):
+        await asyncio.sleep(0)  # a cancelled task finishes on its next step
+    reads = [
+        t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_read_state"
+    ]
+    assert reads == []  # cancelled, not left waiting
+    store.gate.set()
+    monkeypatch.setattr(planner.transcripts, "summarize", summarize)
+    plan = await planner.plan(parse_request(BODY), BODY, HEADERS, ws, "r2")
+    assert plan.models  # the connection still answers in order
