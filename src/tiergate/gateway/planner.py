@@ -194,7 +194,9 @@ class Planner:
         # The read covers every allowed live model: the candidates among them are
         # known only after the transcript, which the read overlaps.
         allowed = [n for n in live if strategies.allowed(router, n)]
-        reading = await self._start_read(router, scope, workspace, allowed, esc_on, pin_router)
+        reading = await self._started(
+            self._read_state(router, scope, workspace, allowed, esc_on, pin_router)
+        )
         try:
             # Whole-transcript facts come from the session's running summary (only the
             # messages appended since its last turn are read), and the full-transcript
@@ -314,26 +316,17 @@ class Planner:
                 strategy = "balanced"
         return strategies.rank(strategy, candidates, ctx)
 
-    async def _start_read(
-        self,
-        router: RouterConfig,
-        scope: str | None,
-        workspace: Workspace,
-        models: list[str],
-        esc_on: bool,
-        pin_router: str | None,
-    ) -> Awaitable[StateRead]:
-        """This request's state read, started now, to be awaited once the work that
-        does not need it is done.
+    async def _started(self, read: Coroutine[Any, Any, StateRead]) -> Awaitable[StateRead]:
+        """This request's state read (`_read_state`), started now, to be awaited once
+        the work that does not need it is done.
 
         Why: on a shared store the read is a network round trip, and the request
         waited for it with nothing to do (at one request at a time, the agent
-        router on Redis added 0.2-0.3 ms more than on memory, for 40 us more CPU:
-        docs/performance.md, session 24). As a task given one loop turn, it has
+        router added 0.31-0.37 ms more on Redis than on memory, 0.08-0.16 ms of
+        it CPU: docs/performance.md, session 24). As a task given one loop turn, it has
         written its request before the transcript is summarised and the
         candidates built, so the round trip and that work overlap. An in-process
         store has no round trip: its read stays a plain coroutine."""
-        read = self._read_state(router, scope, workspace, models, esc_on, pin_router)
         if not self.shared_state:
             return read
         task = asyncio.get_running_loop().create_task(read)
