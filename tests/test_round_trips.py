@@ -136,10 +136,22 @@ async def test_a_failure_before_the_read_is_awaited_leaves_nothing_running(
     for _ in range(3):
         await asyncio.sleep(0)  # a cancelled task finishes on its next step
     reads = [
-        t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_read_state"
+        t for t in asyncio.all_tasks() if getattr(t.get_coro(), "__name__", "") == "_fetch_state"
     ]
     assert reads == []  # cancelled, not left waiting
     store.gate.set()
     monkeypatch.setattr(planner.transcripts, "summarize", summarize)
     plan = await planner.plan(parse_request(BODY), BODY, HEADERS, ws, "r2")
     assert plan.models  # the connection still answers in order
+
+
+async def test_a_request_that_reads_nothing_starts_no_read(redis_store: RedisStore) -> None:
+    """No affinity and no escalation: nothing to read, no round trip, no task."""
+    raw = gateway_config("http://x", routers=[coding_router(mode="off")])
+    cfg = parse_config({**raw, "affinity": {"enabled": False}})
+    store = Counting(redis_store)
+    planner = Planner(cfg, Distributor.from_config(cfg), store)  # type: ignore[arg-type]
+    ws = TokenTable(cfg.workspaces).lookup("tg-test-token")
+    assert ws is not None
+    plan = await planner.plan(parse_request(BODY), BODY, {}, ws, "r1")
+    assert plan.models and store.calls["get_many"] == 0

@@ -32,7 +32,7 @@ from tiergate.gateway.auth import Workspace
 from tiergate.gateway.commits import SessionCommits
 from tiergate.gateway.errors import GatewayError
 from tiergate.gateway.names import router_name
-from tiergate.gateway.state_read import StateRead, plan_read
+from tiergate.gateway.state_read import ReadPlan, StateRead, plan_read
 from tiergate.recorder import Recorder
 from tiergate.routing import affinity, bands, escalation, linucb, strategies
 from tiergate.routing.affinity import ChannelPin, Pins
@@ -194,9 +194,7 @@ class Planner:
         # The read covers every allowed live model: the candidates among them are
         # known only after the transcript, which the read overlaps.
         allowed = [n for n in live if strategies.allowed(router, n)]
-        reading = await self._started(
-            self._read_state(router, scope, workspace, allowed, esc_on, pin_router)
-        )
+        reading = await self._start_read(router, scope, workspace, allowed, esc_on, pin_router)
         try:
             # Whole-transcript facts come from the session's running summary (only the
             # messages appended since its last turn are read), and the full-transcript
@@ -316,28 +314,7 @@ class Planner:
                 strategy = "balanced"
         return strategies.rank(strategy, candidates, ctx)
 
-    async def _started(self, read: Coroutine[Any, Any, StateRead]) -> Awaitable[StateRead]:
-        """This request's state read (`_read_state`), started now, to be awaited once
-        the work that does not need it is done.
-
-        Why: on a shared store the read is a network round trip, and the request
-        waited for it with nothing to do (at one request at a time, the agent
-        router added 0.31-0.37 ms more on Redis than on memory, 0.08-0.16 ms of
-        it CPU: docs/performance.md, session 24). As a task given one loop turn, it has
-        written its request before the transcript is summarised and the
-        candidates built, so the round trip and that work overlap. An in-process
-        store has no round trip: its read stays a plain coroutine."""
-        if not self.shared_state:
-            return read
-        task = asyncio.get_running_loop().create_task(read)
-        try:
-            await asyncio.sleep(0)  # the task runs up to its first wait: the request is out
-        except BaseException:  # this request was cancelled meanwhile (client gone)
-            task.cancel()
-            raise
-        return task
-
-    async def _read_state(
+    async def _start_read(
         self,
         router: RouterConfig,
         scope: str | None,
@@ -345,9 +322,19 @@ class Planner:
         models: list[str],
         esc_on: bool,
         pin_router: str | None,
-    ) -> StateRead:
+    ) -> Awaitable[StateRead]:
         """Everything this request needs from the state store, in ONE round trip
-        (gateway/state_read.py)."""
+        (gateway/state_read.py), started now and awaited once the work that does
+        not need it is done.
+
+        Why: on a shared store the read is a network round trip, and the request
+        waited for it with nothing to do (at one request at a time, the agent
+        router added 0.31-0.37 ms more on Redis than on memory, 0.08-0.16 ms of
+        it CPU: docs/performance.md, session 24). As a task given one loop turn,
+        it has written its request before the transcript is summarised and the
+        candidates built, so the round trip and that work overlap. An in-process
+        store has no round trip, and a request that reads nothing has none
+        either: neither pays for a task."""
         read = plan_read(
             router,
             scope,
@@ -360,7 +347,19 @@ class Planner:
         )
         keys = read.keys()
         if not keys:
-            return state_read.EMPTY
+            return _ready(state_read.EMPTY)
+        fetch = self._fetch_state(read, keys)
+        if not self.shared_state:
+            return fetch
+        task = asyncio.get_running_loop().create_task(fetch)
+        try:
+            await asyncio.sleep(0)  # the task runs up to its first wait: the request is out
+        except BaseException:  # this request was cancelled meanwhile (client gone)
+            task.cancel()
+            raise
+        return task
+
+    async def _fetch_state(self, read: ReadPlan, keys: list[str]) -> StateRead:
         try:
             values = await self.store.get_many(keys)
         except StateUnavailable:
@@ -525,6 +524,13 @@ class Planner:
             metrics.observe_escalation_event(ev.router, ev.kind, ev.trigger, ev.header)
             if self.recorder is not None:
                 self.recorder.record("audit", audit_row(ev, plan))
+
+
+def _ready(state: StateRead) -> asyncio.Future[StateRead]:
+    """A read already answered (awaiting it does not suspend)."""
+    done: asyncio.Future[StateRead] = asyncio.get_running_loop().create_future()
+    done.set_result(state)
+    return done
 
 
 def _abandon(reading: Awaitable[StateRead]) -> None:
