@@ -193,8 +193,10 @@ class Planner:
         pin_router = router.name if strategies.pin_applies(router, router.strategy) else None
         # The read covers every allowed live model: the candidates among them are
         # known only after the transcript, which the read overlaps.
-        allowed = [n for n in live if strategies.allowed(router, n)]
-        reading = await self._start_read(router, scope, workspace, allowed, esc_on, pin_router)
+        allowed = strategies.allowed_models(router, live)
+        reading = await self._start_read(
+            router, scope, workspace, list(allowed), esc_on, pin_router
+        )
         try:
             # Whole-transcript facts come from the session's running summary (only the
             # messages appended since its last turn are read), and the full-transcript
@@ -210,8 +212,8 @@ class Planner:
                 prompt_tokens=transcript.prompt_tokens(req),
                 transcript=transcript,
             )
-            candidates = strategies.build_candidates(
-                router, live, req, ctx.prompt_tokens, transcript.images
+            candidates = strategies.capable_candidates(
+                allowed, req, ctx.prompt_tokens, transcript.images
             )
         except BaseException:
             _abandon(reading)

@@ -213,6 +213,27 @@ def fits_context(model: ModelConfig, req: ChatRequest, prompt_tokens: int) -> bo
     return prompt_tokens + (req.max_tokens or 0) <= model.context_window
 
 
+def allowed_models(
+    router: RouterConfig, models: Mapping[str, ModelConfig]
+) -> dict[str, ModelConfig]:
+    """The router's allowed models among `models`, in `models` order."""
+    return {name: m for name, m in models.items() if allowed(router, name)}
+
+
+def capable_candidates(
+    models: Mapping[str, ModelConfig],
+    req: ChatRequest,
+    prompt_tokens: int,
+    has_images: bool | None = None,
+) -> list[Candidate]:
+    """The models of `models` that can serve `req`, in `models` order."""
+    return [
+        Candidate(name, m)
+        for name, m in models.items()
+        if capable(m, req, prompt_tokens, has_images)
+    ]
+
+
 def build_candidates(
     router: RouterConfig,
     models: Mapping[str, ModelConfig],
@@ -221,11 +242,7 @@ def build_candidates(
     has_images: bool | None = None,
 ) -> list[Candidate]:
     """Allowed and capable models, in `models` order."""
-    return [
-        Candidate(name, m)
-        for name, m in models.items()
-        if allowed(router, name) and capable(m, req, prompt_tokens, has_images)
-    ]
+    return capable_candidates(allowed_models(router, models), req, prompt_tokens, has_images)
 
 
 def _band_pools(router: RouterConfig) -> dict[str, list[str]]:
