@@ -68,8 +68,8 @@ async def test_two_round_trips_per_request(
         messages.append({"role": "assistant", "content": "ok"})
 
 
-def _planner(store: Any) -> tuple[Planner, Any]:
-    cfg = parse_config(gateway_config("http://x", routers=[ROUTER]))
+def _planner(store: Any, **overrides: Any) -> tuple[Planner, Any]:
+    cfg = parse_config({**gateway_config("http://x", routers=[ROUTER]), **overrides})
     planner = Planner(cfg, Distributor.from_config(cfg), store)
     ws = TokenTable(cfg.workspaces).lookup("tg-test-token")
     assert ws is not None
@@ -147,11 +147,7 @@ async def test_a_failure_before_the_read_is_awaited_leaves_nothing_running(
 
 async def test_a_request_that_reads_nothing_starts_no_read(redis_store: RedisStore) -> None:
     """No affinity and no escalation: nothing to read, no round trip, no task."""
-    raw = gateway_config("http://x", routers=[coding_router(mode="off")])
-    cfg = parse_config({**raw, "affinity": {"enabled": False}})
     store = Counting(redis_store)
-    planner = Planner(cfg, Distributor.from_config(cfg), store)  # type: ignore[arg-type]
-    ws = TokenTable(cfg.workspaces).lookup("tg-test-token")
-    assert ws is not None
+    planner, ws = _planner(store, routers=[coding_router(mode="off")], affinity={"enabled": False})
     plan = await planner.plan(parse_request(BODY), BODY, {}, ws, "r1")
     assert plan.models and store.calls["get_many"] == 0
