@@ -8,10 +8,16 @@ previous turn yet. `SessionCommits` closes that race inside a process: the
 session's next turn waits for its predecessor's commit (normally long finished)
 before it reads state.
 
-It cannot close it across processes, so the pipeline defers a non-streaming
-commit only on a single-process store (memory); on Redis, where the next turn
-may land on another gateway, the reply waits for the commit. Streamed replies
-commit as the stream ends, in both cases.
+Across processes (a fleet on Redis) the next turn may land on another gateway,
+so there a non-streaming reply leaves only once its commit has been *sent*:
+`spawn_sent` gives the commit the loop turns it needs to write its one EVALSHA
+before the reply is written, and the store's acknowledgement is awaited in the
+background. Redis applies what reached it first first, and the client's next
+turn can only start after the reply, so another gateway's read finds this
+turn's writes. A commit that must first reconnect (or re-read, after a failed
+guard) writes later; a next turn that overtakes it plans on the previous pins,
+and the guarded commit still keeps the tier state right (docs/performance.md,
+session 25). Streamed replies commit as the stream ends, in both cases.
 """
 
 from __future__ import annotations
@@ -45,6 +51,19 @@ class SessionCommits:
             self._by_scope[scope] = task
         task.add_done_callback(lambda t: self._done(scope, t))
         return task
+
+    async def spawn_sent(self, scope: str | None, coro: Coroutine[Any, Any, None]) -> None:
+        """`spawn` and return once the commit's writes have left for the store.
+
+        Two loop turns: in the first, the task runs up to its first real wait,
+        which on the usual path is the reply to its one EVALSHA, already written
+        or queued behind commands in flight; in the second the client's queue
+        is written (`resp._Connection.flush`). Waiting for the acknowledgement
+        instead would put a store round trip on every reply.
+        """
+        self.spawn(scope, coro)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
 
     def _done(self, scope: str | None, task: asyncio.Task[None]) -> None:
         self._running.discard(task)

@@ -260,8 +260,8 @@ class Gateway:
         outcome = Outcome(True, served.target, resp, cost, served.fallback)
         if self.planner.shared_state:
             # a fleet: the session's next turn may land on another process, which
-            # must find this turn's pins and tier state already written
-            await self._commit(ctx.plan, outcome)
+            # must find this turn's pins and tier state: the writes leave first
+            await self.planner.commits.spawn_sent(ctx.plan.scope, self._commit(ctx.plan, outcome))
         else:
             # one process: the reply need not wait for the writes, as the session's
             # next turn waits for them here (SessionCommits)
