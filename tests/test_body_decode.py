@@ -302,3 +302,32 @@ def test_scan_elements_skips_strings() -> None:
     assert [raw[e - 1 : e] for e in ends] == [b"}", b"]", b"}"]
     assert raw[close : close + 1] == b"]" and raw[close + 1 :] == b" tail"
     assert scan_elements(b'[{"a": 1}', 1) is None
+
+
+def test_many_live_conversations_of_one_agent_each_continue_their_own_slot(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Forty sessions of one agent open alike (one key): each turn finds its own
+    history without comparing itself against the others' (no common_prefix once
+    every conversation has its slot), and no conversation loses its slot."""
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=64)
+    prompt = {"role": "system", "content": "same agent " * 100}
+    histories: dict[int, list[Any]] = {
+        n: [prompt, {"role": "user", "content": f"task {n} " * (1 + n % 3)}] for n in range(40)
+    }
+    last: dict[int, Any] = {}
+    calls: list[int] = []
+    prefix = body_decode.common_prefix
+    monkeypatch.setattr(body_decode, "common_prefix", lambda a, b: calls.append(1) or prefix(a, b))
+    for turn in range(4):
+        calls.clear()
+        for n, history in histories.items():
+            history.append({"role": "tool", "content": f"result {n}.{turn} " * 5})
+            body = _check(memo, orjson.dumps({"model": "m", "messages": history}))
+            if n in last:
+                assert body["messages"][1] is last[n]["messages"][1]  # its own slot
+                assert body["messages"][-2] is last[n]["messages"][-1]
+            last[n] = body
+        if turn:
+            assert calls == []  # a continuation is found without a common-prefix pass
+    assert len(memo) == 40

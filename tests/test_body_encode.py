@@ -136,3 +136,22 @@ def test_two_live_conversations_opening_alike_each_reuse_their_whole_history() -
         assert memo.dumps({"messages": old}) == orjson.dumps({"messages": old})
         assert memo.reused == len(old) - 1
     assert len(memo) == 2
+
+
+def test_many_live_conversations_opening_alike_each_reuse_their_own_history() -> None:
+    """Forty conversations whose first items are the same objects (one key, as the
+    render memo hands them over): each continuation reuses its own encoding."""
+    memo = BodyEncodeMemo()
+    opening = [{"role": "system", "content": "s" * 100}, {"role": "user", "content": "task"}]
+    histories: dict[int, list[Any]] = {
+        n: [*opening, *({"role": "user", "content": f"context {n}.{i}"} for i in range(8))]
+        for n in range(40)
+    }
+    for turn in range(4):
+        for n, history in histories.items():
+            history.append({"role": "tool", "content": f"result {n}.{turn}"})
+            body = {"model": "m", "messages": list(history)}
+            assert memo.dumps(body) == orjson.dumps(body)
+            if turn:
+                assert memo.reused == len(history) - 1  # all but this turn's message
+    assert len(memo) == 40

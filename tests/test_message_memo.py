@@ -206,3 +206,25 @@ def test_two_live_conversations_opening_alike_each_reuse_their_whole_history() -
         assert reuse is not None and reuse.count == len(old) - 2  # its own history, whole
         parse_request(body(old), memo, 10)
     assert len(memo) == 2
+
+
+def test_many_live_conversations_opening_alike_each_keep_their_own_slot() -> None:
+    """Forty at once (more than a key kept before session 25): every continuation
+    reuses its own whole history."""
+    memo = MessageMemo()
+    opening = [{"role": "system", "content": "sys"}, {"role": "user", "content": "task"}]
+    histories = {
+        n: [*opening, *({"role": "user", "content": f"context {n}.{i}"} for i in range(6))]
+        for n in range(40)
+    }
+    for turn in range(4):
+        for n, history in histories.items():
+            history += [
+                {"role": "assistant", "content": f"a{n}.{turn}"},
+                {"role": "user", "content": f"u{n}.{turn}"},
+            ]
+            reuse = memo.match("openai", body(history)["messages"])
+            if turn:
+                assert reuse is not None and reuse.count == len(history) - 2
+            parse_request(body(history), memo, 10)
+    assert len(memo) == 40

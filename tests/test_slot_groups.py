@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiergate.core.slot_groups import CONTINUATION_SLACK, PER_KEY, SlotGroups
+from tiergate.core.slot_groups import CONTINUATION_SLACK, PER_KEY, SCORED_PER_KEY, SlotGroups
 
 LIMIT, MAX_SIZE, IDLE = 5, 60, 10.0
 
@@ -157,3 +157,44 @@ def test_two_conversations_opening_alike_keep_a_slot_each() -> None:
     assert best is not None and best[0] is young and best[1] == 3
     groups.add("k", young_next, 1, best, len)
     assert len(groups) == 2  # each continuation replaced its own slot
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.integers(1, 8), min_size=2, max_size=PER_KEY + 4),
+    st.lists(st.integers(0, 9), min_size=PER_KEY + 4, max_size=PER_KEY + 4),
+    st.lists(st.booleans(), min_size=PER_KEY + 4, max_size=PER_KEY + 4),
+)
+def test_a_continued_slot_is_chosen_without_scoring_the_others(
+    lengths: list[int], shares: list[int], continued: list[bool]
+) -> None:
+    """With `continues`: the continued slot sharing the most (then wholly, then the
+    longer, then the most recent), and `shared` never called; with none continued,
+    the plain choice among the SCORED_PER_KEY most recent."""
+    groups: SlotGroups[str, Value] = SlotGroups(1000, 10_000, IDLE, Clock())
+    values = [Value(n) for n in lengths]
+    for v in values:
+        groups.add("k", v, 1)
+    held = values[::-1][:PER_KEY]  # most recent first, as kept
+    share = {id(v): shares[i] % (v.length + 1) for i, v in enumerate(held)}
+    goes_on = {id(v): continued[i] and share[id(v)] > 0 for i, v in enumerate(held)}
+    scored: list[Value] = []
+
+    def shared(v: Value) -> int:
+        scored.append(v)
+        return share[id(v)]
+
+    got = groups.best("k", shared, _length, lambda v: share[id(v)] if goes_on[id(v)] else 0)
+    candidates = [v for v in held if goes_on[id(v)]]
+    if candidates:
+        order = sorted(candidates, key=lambda v: -v.length)  # stable: recent first
+        want = max(order, key=lambda v: (share[id(v)], share[id(v)] >= v.length))
+        assert got == (want, share[id(want)]) and scored == []
+        return
+    ranked = [v for v in held[:SCORED_PER_KEY] if share[id(v)]]
+    if not ranked:
+        assert got is None
+        return
+    want = max(ranked, key=lambda v: (share[id(v)], share[id(v)] >= v.length))
+    assert got == (want, share[id(want)])
+    assert len(scored) == min(len(held), SCORED_PER_KEY)

@@ -25,13 +25,20 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from operator import itemgetter
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 S = TypeVar("S")
 
-#: Slots one key keeps: conversations opening the same way, alive at once.
-PER_KEY = 16
+#: Slots one key keeps: conversations opening the same way, alive at once. Many
+#: sessions of one agent open alike; past this many each request's slot was gone
+#: by its next turn and every body was decoded whole (3x the CPU at 24 sessions of
+#: 200 KB; docs/performance.md, session 25).
+PER_KEY = 64
+#: Slots scored with `shared` for a request that continues none (a new
+#: conversation): the most recently used serve it as well as any.
+SCORED_PER_KEY = 16
 #: A request sharing all but this many of a slot's elements continues its
 #: conversation (a client may edit its latest messages) and takes its place.
 CONTINUATION_SLACK = 2
@@ -70,11 +77,27 @@ class SlotGroups(Generic[K, S]):
         return self._size
 
     def best(
-        self, key: K, shared: Callable[[S], int], length: Callable[[S], int]
+        self,
+        key: K,
+        shared: Callable[[S], int],
+        length: Callable[[S], int],
+        continues: Callable[[S], int] | None = None,
     ) -> tuple[S, int] | None:
         """The live slot of `key` sharing the most with a request, by `shared` (0:
         nothing), and that count; on a tie the slot the request wholly continues
-        (`shared == length`), then the most recently used. None if none shares."""
+        (`shared == length`), then the most recently used. None if none shares.
+
+        `continues` (optional) is a cheaper test: the count a request shares with a
+        slot when it continues it (all but at most CONTINUATION_SLACK latest
+        elements), else 0. When one slot is continued, the continued slot sharing
+        the most is the answer and no slot is scored by `shared`: many live
+        conversations of one agent open alike, and scoring each (a compare up to
+        where it parts from the request) cost a request 20 us a slot (docs/
+        performance.md, session 25). A slot only `shared` would rank higher shares
+        more than a slot the request continues, which only a twin that parted
+        from it later can; either slot gives the caller the same result. A
+        request that continues no slot is scored against the SCORED_PER_KEY most
+        recently used only."""
         group = self._groups.get(key)
         if group is None:
             return None
@@ -85,6 +108,11 @@ class SlotGroups(Generic[K, S]):
                 return None
             count = shared(value)
             return (value, count) if count else None
+        if continues is not None:
+            found = self._continued(group, cutoff, length, continues)
+            if found is not None:
+                return found
+            group = group[:SCORED_PER_KEY]
         best: S | None = None
         best_rank = (0, False)
         for value, _, used in group:
@@ -97,6 +125,27 @@ class SlotGroups(Generic[K, S]):
             if rank > best_rank:
                 best, best_rank = value, rank
         return None if best is None else (best, best_rank[0])
+
+    def _continued(
+        self,
+        group: list[_Held[S]],
+        cutoff: float,
+        length: Callable[[S], int],
+        continues: Callable[[S], int],
+    ) -> tuple[S, int] | None:
+        """`best`'s answer among the slots the request continues, or None. Longest
+        first: a slot shorter than a count found cannot share more."""
+        live = [(length(value), value) for value, _, used in group if used >= cutoff]
+        live.sort(key=itemgetter(0), reverse=True)  # stable: most recent first among equals
+        found: S | None = None
+        rank = (0, False)
+        for size, value in live:
+            if size < rank[0]:
+                break
+            count = continues(value)
+            if count and (count, count >= size) > rank:
+                found, rank = value, (count, count >= size)
+        return None if found is None else (found, rank[0])
 
     def add(
         self,

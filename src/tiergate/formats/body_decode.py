@@ -54,6 +54,8 @@ DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 #: The chunk the common-prefix search compares before it bisects.
 _CHUNK = 64 * 1024
+#: Bytes compared to turn away a slot the body does not continue (_continued_elements).
+_PROBE_BYTES = 64
 
 #: A JSON string (escapes included), or a bracket: what a boundary scan must see.
 _TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
@@ -145,23 +147,34 @@ def common_prefix(a: Parts, b: Parts) -> int:
     return at
 
 
-def _shared_elements(raw: Parts, slot: _Slot) -> int:
-    """How many of the slot's elements `raw` repeats byte for byte from its start.
-    The last few boundaries are tried first: an agent appends (all shared) or
-    edits its latest messages (all but one or two). Each try compares the
-    element's own bytes before the rest, so an edited latest message costs one
-    short compare, not a pass over the whole history; the history is compared
-    once."""
+def _continued_elements(raw: Parts, slot: _Slot) -> int:
+    """How many of the slot's elements `raw` repeats byte for byte from its start,
+    when it continues the slot: shares all of them but at most CONTINUATION_SLACK
+    latest ones (an agent appends, or edits its latest messages); else 0.
+    Each try compares the element's own bytes before the rest, so another
+    conversation, or an edited latest message, costs a short compare, not a pass
+    over the whole history; the history is compared once."""
     old = slot.data
     ends = slot.ends
-    for count in range(len(ends), max(len(ends) - CONTINUATION_SLACK, 1) - 1, -1):
+    fewest = max(len(ends) - CONTINUATION_SLACK, 1)
+    # A continuation repeats every byte before the end of element `fewest`; the
+    # last few of them tell another conversation of the same agent in one compare.
+    mark = ends[fewest - 1]
+    probe = min(mark, _PROBE_BYTES)
+    if not same(raw, mark - probe, old, mark - probe, probe):
+        return 0
+    for count in range(len(ends), fewest - 1, -1):
         start = ends[count - 2] if count > 1 else 0
         if not same(raw, start, old, start, ends[count - 1] - start):
             continue  # this element changed: try one fewer
-        if same(raw, 0, old, 0, start):
-            return count
-        break  # an earlier element changed: find where, once
-    return bisect_right(ends, common_prefix(raw, old))
+        return count if same(raw, 0, old, 0, start) else 0
+    return 0
+
+
+def _shared_elements(raw: Parts, slot: _Slot) -> int:
+    """How many of the slot's elements `raw` repeats byte for byte from its start:
+    the continuation's count, else where the two bodies part (one memcmp pass)."""
+    return _continued_elements(raw, slot) or bisect_right(slot.ends, common_prefix(raw, slot.data))
 
 
 def scan_elements(raw: bytes, pos: int) -> tuple[list[int], int] | None:
@@ -274,7 +287,12 @@ class BodyDecodeMemo:
             return orjson.loads(joined(parts))
         raw = Parts(parts)
         key = (field, raw.slice(0, self.key_bytes))
-        best = self._slots.best(key, lambda slot: _shared_elements(raw, slot), _elements)
+        best = self._slots.best(
+            key,
+            lambda slot: _shared_elements(raw, slot),
+            _elements,
+            lambda slot: _continued_elements(raw, slot),
+        )
         if best is not None:
             found = self._warm(raw, field, key, best)
             if found is not None:

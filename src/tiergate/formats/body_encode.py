@@ -36,7 +36,7 @@ import orjson
 
 from tiergate.core.body_pieces import BodyPiece, spans
 from tiergate.core.same_objects import identical_prefix
-from tiergate.core.slot_groups import SlotGroups
+from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -120,6 +120,17 @@ def _shared(slot: _Slot, items: list[Any]) -> int:
     return count  # more rendered afresh than a system prompt's: encode the rest whole
 
 
+def _continued(slot: _Slot, items: list[Any]) -> int:
+    """`_shared` when `items` continues the slot (all its elements but at most
+    CONTINUATION_SLACK latest ones), else 0: one identity check turns away another
+    conversation of the same agent first."""
+    fewest = max(len(slot.items) - CONTINUATION_SLACK, 1)
+    if fewest > len(items) or slot.items[fewest - 1] is not items[fewest - 1]:
+        return 0
+    count = _shared(slot, items)
+    return count if count >= fewest else 0
+
+
 def _split(body: dict[str, Any]) -> tuple[str, list[Any]] | None:
     for field in FIELDS:
         items = body.get(field)
@@ -176,7 +187,12 @@ class BodyEncodeMemo:
         head = orjson.dumps(before)[:-1] + b"," if before else b"{"
         head += orjson.dumps(field) + b":"
         key = (field, signature(items))
-        best = self._slots.best(key, lambda slot: _shared(slot, items), _items)
+        best = self._slots.best(
+            key,
+            lambda slot: _shared(slot, items),
+            _items,
+            lambda slot: _continued(slot, items),
+        )
         slot, count = best if best is not None else (None, 0)
         self.reused = count
         if slot is not None:

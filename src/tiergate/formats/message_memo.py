@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import Message, TextPart, ToolSpec
-from tiergate.core.slot_groups import SlotGroups
+from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
 from tiergate.formats.member_memo import MemberMemo
 
 #: Conversations remembered, and the body bytes their slots may hold together.
@@ -149,6 +149,19 @@ def shared_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
     return lo
 
 
+def continued_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
+    """`shared_prefix` when `new` continues `old` (shares all of its first `limit`
+    items but at most CONTINUATION_SLACK latest ones), else 0. One item is compared
+    first, so another conversation of the same agent costs one compare, not a
+    slice of its whole history."""
+    fewest = max(limit - CONTINUATION_SLACK, 1)
+    a, b = old[fewest - 1], new[fewest - 1]
+    if a is not b and a != b:
+        return 0
+    count = shared_prefix(old, new, limit)
+    return count if count >= fewest else 0
+
+
 class MessageMemo:
     """The last parse of each recent conversation (see the module docstring), and
     `members`: what was checked and parsed of the members a conversation resends
@@ -194,6 +207,7 @@ class MessageMemo:
             (fmt, signature(raws)),
             lambda slot: shared_prefix(slot.raws, raws, min(len(slot.raws), last)),
             _length,
+            lambda slot: continued_prefix(slot.raws, raws, min(len(slot.raws), last)),
         )
         if best is None:
             return None
