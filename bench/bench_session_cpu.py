@@ -33,6 +33,13 @@ gateway serving a long and a new session at once does. Reported as its own row.
 The young session has a task of its own; `--twins` gives it the old one's (the
 same opening messages: one task run twice at once).
 
+`--alike N` runs N sessions of one agent at once instead of one after another:
+the same system prompt and tools, each its own task (of the same length) and
+tool outputs, sent turn by turn in turn (turn 1 of every session, then turn 2,
+...), as a gateway serving N sessions of one coding agent does. Their rows are
+reported as `<mode> x N alike`. The gateway's memos find a conversation by its
+opening, which such sessions share (docs/performance.md, session 25).
+
 `--count OLD,YOUNG` times nothing: it builds `--turns` turns' bodies, then
 after a warm-up session sends one session's turns 1..OLD and another's (of its
 own task) turns 1..YOUNG, and exits. bench/count_instructions.py
@@ -251,6 +258,10 @@ async def run(args: argparse.Namespace, sim_url: str) -> dict[str, Any]:
                         bad += status != 200
                     cpu.setdefault((fmt, mode), []).append(row)
                     print(f"  {fmt} {mode} session {rep + 1} done", file=sys.stderr)
+                    if args.alike:
+                        rows, failed = await _alike(app, PATHS[fmt], bodies, sid, args.alike)
+                        bad += failed
+                        cpu.setdefault((fmt, f"{mode} x {args.alike} alike"), []).extend(rows)
                     if args.staggered:
                         pair = await _staggered(app, PATHS[fmt], bodies, f"{sid}-stag", args.twins)
                         bad += pair[2]
@@ -303,6 +314,27 @@ async def _staggered(
             if j:  # turn N-10 and turn 1 only set the pair up
                 out.append(us)
     return old, young, bad
+
+
+async def _alike(
+    app: Any, path: str, bodies: list[bytes], sid: str, count: int
+) -> tuple[list[list[float]], int]:
+    """`count` sessions of one agent at once, turn by turn in turn (see the module
+    docstring): each session's CPU per turn, and the non-200 replies. Each turn's
+    body is made as it is sent, so `count` long sessions are never all held."""
+    assert all(_TASK in b for b in bodies), "bench_parse_memo's task text changed"
+    tasks = [b"Fix the p%03d parser" % (i % 1000) for i in range(count)]
+    assert all(len(t) == len(_TASK) for t in tasks)
+    tags = [b'"%03x ' % (next(_sessions_made) % 4096) for _ in range(count)]
+    rows: list[list[float]] = [[] for _ in range(count)]
+    bad = 0
+    for body in bodies:
+        for i in range(count):
+            mine = body.replace(_TASK, tasks[i]).replace(_OUTPUT, tags[i])
+            us, status = await _timed(app, path, mine, f"{sid}-alike{i}")
+            rows[i].append(us)
+            bad += status != 200
+    return rows, bad
 
 
 def windows(turns: int) -> list[tuple[int, int]]:
@@ -375,6 +407,13 @@ def main(argv: list[str] | None = None) -> int:
         "--twins",
         action="store_true",
         help="--staggered's young session repeats the old one's task (same opening messages)",
+    )
+    p.add_argument(
+        "--alike",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also run N sessions of one agent at once, turn by turn in turn",
     )
     p.add_argument(
         "--count",

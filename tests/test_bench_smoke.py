@@ -240,6 +240,26 @@ def test_session_cpu_staggered_times_a_young_session_beside_an_old_one(tmp_path:
     assert len(pair["old"]) == len(pair["young"]) == 10 and min(pair["old"] + pair["young"]) > 0
 
 
+def test_session_cpu_alike_runs_sessions_of_one_agent_at_once(tmp_path: Path) -> None:
+    """--alike 3: three sessions of one agent, turn by turn, a row each, all 200."""
+    data = run_bench(
+        "bench_session_cpu.py",
+        tmp_path,
+        "--state",
+        "memory",
+        "--alike",
+        "3",
+        "--modes",
+        "memos",
+        "--format",
+        "openai",
+        timeout=120,
+    )
+    assert data["non_200"] == 0
+    rows = data["cpu_us"]["openai/memos x 3 alike"]
+    assert len(rows) == 3 and all(len(row) == 14 and min(row) > 0 for row in rows)
+
+
 def test_session_cpu_claude_code_shape_offers_many_tools_and_a_long_system_prompt(
     tmp_path: Path,
 ) -> None:
