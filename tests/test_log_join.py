@@ -41,6 +41,18 @@ def env(
         yield pair
 
 
+def _access_line(caplog: pytest.LogCaptureFixture, rid: str) -> logging.LogRecord:
+    """The request's access log line. A served 200 is logged once its reply is sent
+    (gateway/served.py), so the client may hold the reply a moment before it."""
+    deadline = time.monotonic() + 5
+    while True:
+        lines = [x for x in caplog.records if x.name == "tiergate.access" and x.request_id == rid]
+        if lines or time.monotonic() > deadline:
+            [line] = lines
+            return line
+        time.sleep(0.01)
+
+
 def test_access_log_audit_and_usage_share_the_session_hash(
     env: tuple[ServerThread, AdminClient], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -51,7 +63,7 @@ def test_access_log_audit_and_usage_share_the_session_hash(
     )
     assert r.status_code == 200
     rid = r.headers["x-orca-request-id"]
-    [line] = [x for x in caplog.records if x.name == "tiergate.access" and x.request_id == rid]
+    line = _access_line(caplog, rid)
     shash = line.session_hash
     assert isinstance(shash, str) and len(shash) == 32
     assert (line.path, line.tier, line.router) == ("/v1/chat/completions", "strong", "esc")
