@@ -89,13 +89,14 @@ class SlotGroups(Generic[K, S]):
 
         `continues` (optional) is a cheaper test: the count a request shares with a
         slot when it continues it (all but at most CONTINUATION_SLACK latest
-        elements), else 0. When one slot is continued, the continued slot sharing
-        the most is the answer and no slot is scored by `shared`: many live
-        conversations of one agent open alike, and scoring each (a compare up to
-        where it parts from the request) cost a request 20 us a slot (docs/
-        performance.md, session 25). A slot only `shared` would rank higher shares
-        more than a slot the request continues, which only a twin that parted
-        from it later can; either slot gives the caller the same result. A
+        elements), else 0. Then the continued slot ranking highest is the answer,
+        and no slot is scored by `shared`: many live conversations of one agent
+        open alike, and scoring each (a compare up to where it parts from the
+        request) cost a request about 20 us a slot (docs/performance.md, session
+        25). Slots are tried longest first, and the search stops at a slot the
+        request wholly continues or at one too short to share more; a young
+        conversation's slot, no longer than the opening it shares, is continued
+        by any request of that opening, so a longer one must outrank it. A
         request that continues no slot is scored against the SCORED_PER_KEY most
         recently used only."""
         group = self._groups.get(key)
@@ -109,7 +110,7 @@ class SlotGroups(Generic[K, S]):
             count = shared(value)
             return (value, count) if count else None
         if continues is not None:
-            found = self._continued(group, cutoff, length, continues)
+            found = _continued(group, cutoff, length, continues)
             if found is not None:
                 return found
             group = group[:SCORED_PER_KEY]
@@ -125,27 +126,6 @@ class SlotGroups(Generic[K, S]):
             if rank > best_rank:
                 best, best_rank = value, rank
         return None if best is None else (best, best_rank[0])
-
-    def _continued(
-        self,
-        group: list[_Held[S]],
-        cutoff: float,
-        length: Callable[[S], int],
-        continues: Callable[[S], int],
-    ) -> tuple[S, int] | None:
-        """`best`'s answer among the slots the request continues, or None. Longest
-        first: a slot shorter than a count found cannot share more."""
-        live = [(length(value), value) for value, _, used in group if used >= cutoff]
-        live.sort(key=itemgetter(0), reverse=True)  # stable: most recent first among equals
-        found: S | None = None
-        rank = (0, False)
-        for size, value in live:
-            if size < rank[0]:
-                break
-            count = continues(value)
-            if count and (count, count >= size) > rank:
-                found, rank = value, (count, count >= size)
-        return None if found is None else (found, rank[0])
 
     def add(
         self,
@@ -205,3 +185,25 @@ class SlotGroups(Generic[K, S]):
         self._groups.clear()
         self._size = 0
         self._count = 0
+
+
+def _continued(
+    group: list[_Held[S]],
+    cutoff: float,
+    length: Callable[[S], int],
+    continues: Callable[[S], int],
+) -> tuple[S, int] | None:
+    """`SlotGroups.best`'s answer among the live slots a request continues, or None:
+    the highest (count, wholly) rank, longest slot first, the most recent first
+    among equals."""
+    live = [(length(value), value) for value, _, used in group if used >= cutoff]
+    live.sort(key=itemgetter(0), reverse=True)  # stable
+    found: S | None = None
+    rank = (0, False)
+    for size, value in live:
+        if size < rank[0] or rank[1]:
+            break  # too short to share more, or a slot already wholly continued
+        count = continues(value)
+        if count and (count, count >= size) > rank:
+            found, rank = value, (count, count >= size)
+    return None if found is None else (found, rank[0])

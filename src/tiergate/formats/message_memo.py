@@ -206,7 +206,7 @@ class MessageMemo:
         best = self._slots.best(
             (fmt, signature(raws)),
             lambda slot: shared_prefix(slot.raws, raws, min(len(slot.raws), last)),
-            _length,
+            lambda slot: min(len(slot.raws), last),  # the most this request can reuse
             lambda slot: continued_prefix(slot.raws, raws, min(len(slot.raws), last)),
         )
         if best is None:
