@@ -9,10 +9,12 @@ parent's opening, agents in one repository whose first message starts with the
 same context block. With one slot per key each such request replaced the other
 conversation's slot, so the other's next turn redid its whole history (issue
 #30: turn 200 cost 2.65-3.15x turn 2 beside a twin). Here a key holds up to
-`per_key` slots; the caller scores each by how much of the request it shares
-and takes the best. A request that continues a slot (shares all of it but the
-last `slack` elements, which a client may edit: Claude Code moves its cache
-marker) takes that slot's place; any other request adds a slot of its own.
+PER_KEY slots, and the caller's request takes the slot sharing the most with
+it. A request that continues a slot (shares all of it but the last `slack`
+elements, which a client may edit: Claude Code moves its cache marker) takes
+that slot's place; any other request adds a slot of its own. Many sessions of
+one coding agent share a key, so a memo that can tell a continuation cheaply
+passes `best` a test that finds it without scoring every slot.
 
 Bounded by slot count, by the sizes held (a memo's body bytes), and by idle
 time (core.idle_lru's reasoning: sessions end without telling the gateway);
