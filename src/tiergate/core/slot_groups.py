@@ -46,6 +46,11 @@ SCORED_PER_KEY = 16
 CONTINUATION_SLACK = 2
 
 
+def fewest_continued(length: int) -> int:
+    """The fewest of a slot's `length` elements a request continuing it shares."""
+    return max(length - CONTINUATION_SLACK, 1)
+
+
 #: A slot as held: its value, size and when it was stored.
 _Held = tuple[S, int, float]
 

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from tiergate.core.body_pieces import joined, spans
-from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
+from tiergate.core.slot_groups import SlotGroups, fewest_continued
 
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
 MIN_BYTES = 16 * 1024
@@ -156,7 +156,7 @@ def _continued_elements(raw: Parts, slot: _Slot) -> int:
     over the whole history; the history is compared once."""
     old = slot.data
     ends = slot.ends
-    fewest = max(len(ends) - CONTINUATION_SLACK, 1)
+    fewest = fewest_continued(len(ends))
     # A continuation repeats every byte before the end of element `fewest`; the
     # last few of them tell another conversation of the same agent in one compare.
     mark = ends[fewest - 1]

@@ -36,7 +36,7 @@ import orjson
 
 from tiergate.core.body_pieces import BodyPiece, spans
 from tiergate.core.same_objects import identical_prefix
-from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
+from tiergate.core.slot_groups import SlotGroups, fewest_continued
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -124,7 +124,7 @@ def _continued(slot: _Slot, items: list[Any]) -> int:
     """`_shared` when `items` continues the slot (all its elements but at most
     CONTINUATION_SLACK latest ones), else 0: one identity check turns away another
     conversation of the same agent first."""
-    fewest = max(len(slot.items) - CONTINUATION_SLACK, 1)
+    fewest = fewest_continued(len(slot.items))
     if fewest > len(items) or slot.items[fewest - 1] is not items[fewest - 1]:
         return 0
     count = _shared(slot, items)

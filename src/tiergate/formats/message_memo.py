@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import Message, TextPart, ToolSpec
-from tiergate.core.slot_groups import CONTINUATION_SLACK, SlotGroups
+from tiergate.core.slot_groups import SlotGroups, fewest_continued
 from tiergate.formats.member_memo import MemberMemo
 
 #: Conversations remembered, and the body bytes their slots may hold together.
@@ -154,7 +154,7 @@ def continued_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
     items but at most CONTINUATION_SLACK latest ones), else 0. One item is compared
     first, so another conversation of the same agent costs one compare, not a
     slice of its whole history."""
-    fewest = max(limit - CONTINUATION_SLACK, 1)
+    fewest = fewest_continued(limit)
     a, b = old[fewest - 1], new[fewest - 1]
     if a is not b and a != b:
         return 0
@@ -203,11 +203,15 @@ class MessageMemo:
         if len(raws) < 2:
             return None
         last = len(raws) - 1
+
+        def reusable(slot: _Slot) -> int:  # the most this request can reuse of a slot
+            return min(len(slot.raws), last)
+
         best = self._slots.best(
             (fmt, signature(raws)),
-            lambda slot: shared_prefix(slot.raws, raws, min(len(slot.raws), last)),
-            lambda slot: min(len(slot.raws), last),  # the most this request can reuse
-            lambda slot: continued_prefix(slot.raws, raws, min(len(slot.raws), last)),
+            lambda slot: shared_prefix(slot.raws, raws, reusable(slot)),
+            reusable,
+            lambda slot: continued_prefix(slot.raws, raws, reusable(slot)),
         )
         if best is None:
             return None
