@@ -331,3 +331,25 @@ def test_many_live_conversations_of_one_agent_each_continue_their_own_slot(
         if turn:
             assert calls == []  # a continuation is found without a common-prefix pass
     assert len(memo) == 40
+
+
+def test_more_live_conversations_than_the_bound_holds_keep_those_held() -> None:
+    """Sixteen sessions of one agent, in turn, against a bound that holds about
+    ten: least-recently-used eviction took each slot just before its next turn, so
+    none was continued; the held ones now go on being continued, and the rest
+    are decoded whole (core/slot_groups.py's shield)."""
+    prompt = {"role": "system", "content": "same agent " * 100}
+    histories = {n: [prompt, {"role": "user", "content": f"task {n:02d}"}] for n in range(16)}
+    size = len(orjson.dumps({"model": "m", "messages": histories[0]}))
+    memo = BodyDecodeMemo(min_bytes=0, key_bytes=64, max_bytes=10 * size + size // 2)
+    last: dict[int, Any] = {}
+    reused_per_turn = []
+    for turn in range(4):
+        reused = 0
+        for n, history in histories.items():
+            history.append({"role": "tool", "content": f"r{n}.{turn}"})
+            body = _check(memo, orjson.dumps({"model": "m", "messages": history}))
+            reused += n in last and body["messages"][1] is last[n]["messages"][1]
+            last[n] = body
+        reused_per_turn.append(reused)
+    assert reused_per_turn[0] == 0 and all(r >= 8 for r in reused_per_turn[1:])

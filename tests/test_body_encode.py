@@ -155,3 +155,26 @@ def test_many_live_conversations_opening_alike_each_reuse_their_own_history() ->
             if turn:
                 assert memo.reused == len(history) - 1  # all but this turn's message
     assert len(memo) == 40
+
+
+def test_more_live_conversations_than_the_bound_holds_keep_those_held() -> None:
+    """Sixteen conversations in turn against a bound that holds about ten: the
+    held ones go on reusing their encoding (least-recently-used eviction left
+    none to reuse); the rest are encoded whole, byte for byte the same."""
+    opening = [{"role": "system", "content": "s" * 1000}, {"role": "user", "content": "task"}]
+    histories: dict[int, list[Any]] = {
+        n: [*opening, *({"role": "user", "content": f"context {n:02d}.{i}"} for i in range(6))]
+        for n in range(16)
+    }
+    size = len(orjson.dumps({"messages": histories[0]}))
+    memo = BodyEncodeMemo(max_bytes=10 * size + size // 2)
+    reused_per_turn = []
+    for turn in range(4):
+        reused = 0
+        for n, history in histories.items():
+            history.append({"role": "tool", "content": f"r{n}.{turn}"})
+            body = {"messages": list(history)}
+            assert memo.dumps(body) == orjson.dumps(body)
+            reused += memo.reused == len(history) - 1
+        reused_per_turn.append(reused)
+    assert reused_per_turn[0] == 0 and all(r >= 8 for r in reused_per_turn[1:])

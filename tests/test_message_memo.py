@@ -105,11 +105,16 @@ def test_bounds_slots_bytes_and_idle_time() -> None:
 
     for i in range(3):
         parse_request(body(conv(i)), memo, 100)
-    assert len(memo) == 2 and memo.match("openai", conv(0)) is None  # least recent went
-    parse_request(body(conv(3)), memo, 950)  # over the byte budget: the oldest goes
+        now[0] += 1
+    # a new conversation does not evict live ones (core/slot_groups.py): not kept
+    assert len(memo) == 2 and memo.match("openai", conv(2)) is None
+    assert memo.match("openai", conv(0)) is not None
+    grown = [*conv(0), {"role": "assistant", "content": "ok"}, {"role": "user", "content": "on"}]
+    parse_request(body(grown), memo, 950)  # over the byte budget: the least recent goes
     assert memo.bytes_held <= 1000 and len(memo) == 1
+    assert memo.match("openai", conv(1)) is None and memo.match("openai", grown) is not None
     now[0] += 61
-    assert memo.match("openai", conv(3)) is None  # idle too long
+    assert memo.match("openai", grown) is None  # idle too long
     parse_request(body(conv(4)), memo, 5000)  # larger than the whole budget: not kept
     assert memo.match("openai", conv(4)) is None
 

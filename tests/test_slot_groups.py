@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tiergate.core.slot_groups import CONTINUATION_SLACK, PER_KEY, SCORED_PER_KEY, SlotGroups
 
-LIMIT, MAX_SIZE, IDLE = 5, 60, 10.0
+LIMIT, MAX_SIZE, IDLE, SHIELD = 5, 60, 10.0, 4.0
 
 
 class Clock:
@@ -55,6 +55,21 @@ class Model:
     def size(self) -> int:
         return sum(h[1] for _, g in self.groups for h in g)
 
+    def room(self, key: str, size: int, now: float) -> bool:
+        """Whether a new conversation's slot fits once the slots used more than
+        SHIELD (or IDLE) ago go, least recently used first, `key`'s group last."""
+        order = [g for k, g in self.groups if k != key] + [self.group(key)]
+        victims = [h for g in order for h in reversed(g)]
+        count, total = self.count() + 1, self.size() + size
+        for held in [None, *victims]:
+            if held is not None:
+                if held[2] >= now - min(SHIELD, IDLE):
+                    return False
+                count, total = count - 1, total - held[1]
+            if count <= LIMIT and total <= MAX_SIZE:
+                return True
+        return False
+
 
 def _length(v: Value) -> int:
     return v.length
@@ -74,9 +89,10 @@ def _length(v: Value) -> int:
 )
 def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
     """Same slots, sizes and choices as the model after every operation; never
-    over a bound once an add has run; an idle slot is never chosen."""
+    over a bound once an add has run; an idle slot is never chosen; a new
+    conversation's slot never evicts one used within SHIELD."""
     clock = Clock()
-    groups: SlotGroups[str, Value] = SlotGroups(LIMIT, MAX_SIZE, IDLE, clock)
+    groups: SlotGroups[str, Value] = SlotGroups(LIMIT, MAX_SIZE, IDLE, clock, SHIELD)
     model = Model()
     request = 0
     for op, key, n, length in ops:
@@ -101,6 +117,7 @@ def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
             continue
         value = Value(length)
         continued = None
+        moved_on = False
         if op == "continue" and live:
             old = live[n % len(live)][0]
             continued = (old, min(n % 4 + old.length - 3, old.length))
@@ -108,24 +125,28 @@ def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
             whole = shared >= old.length
             if whole or (shared > 1 and shared + CONTINUATION_SLACK >= old.length):
                 model.remove(key, old)
-        groups.add(key, value, n, continued, _length)
-        if n <= MAX_SIZE:
+                moved_on = True
+        predicted = groups.keeps(key, n, continued, _length)
+        kept = groups.add(key, value, n, continued, _length)
+        assert predicted == kept
+        want_kept = n <= MAX_SIZE and (moved_on or model.room(key, n, clock.now))
+        if want_kept:
             g = model.group(key)
             model.groups = [(k, h) for k, h in model.groups if k != key]
             g.insert(0, (value, n, clock.now))
             model.groups.append((key, g))
-            if len(g) > PER_KEY:
-                g.pop()
+            assert len(g) <= PER_KEY  # LIMIT is the tighter bound here
             while model.groups:
                 _, oldest = model.groups[0]
                 victim = oldest[-1]
                 over = model.count() > LIMIT or model.size() > MAX_SIZE
-                if clock.now - victim[2] <= IDLE and not over:
+                if victim[2] >= clock.now - IDLE and not over:
                     break
                 oldest.pop()
                 if not oldest:
                     model.groups.pop(0)
             assert len(groups) <= LIMIT and groups.size <= MAX_SIZE
+        assert kept == want_kept
         assert len(groups) == model.count() and groups.size == model.size()
     groups.clear()
     assert len(groups) == 0 and groups.size == 0
@@ -198,3 +219,41 @@ def test_a_continued_slot_is_chosen_without_scoring_the_others(
     want = max(ranked, key=lambda v: (share[id(v)], share[id(v)] >= v.length))
     assert got == (want, share[id(want)])
     assert len(scored) == min(len(held), SCORED_PER_KEY)
+
+
+def test_more_live_sessions_than_fit_keep_the_ones_held() -> None:
+    """Live sessions come back in turn. Plain LRU evicted each just before its
+    next turn, so none was ever continued; shielded, the sessions held go on
+    being continued and the rest are not kept until a held one goes quiet."""
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(100, 10 * 8, 600.0, clock, 120.0)
+    held: list[Value | None] = [None] * 12  # twelve sessions of one agent, 8 each
+    continued_per_round = []
+    for _ in range(5):
+        continued = 0
+        for i in range(12):
+            old = held[i]
+            best = groups.best("agent", lambda v, o=old: v.length if v is o else 0, _length)
+            value = Value(old.length + 1 if old else 1)
+            continued += best is not None
+            held[i] = value if groups.add("agent", value, 8, best, _length) else None
+            clock.now += 1.0
+        continued_per_round.append(continued)
+    assert continued_per_round == [0, 10, 10, 10, 10]
+    clock.now += 121.0  # the held sessions end; a new one is kept again
+    assert groups.keeps("agent", 8) and groups.add("agent", Value(1), 8)
+
+
+def test_a_full_key_keeps_its_live_slots() -> None:
+    """Past PER_KEY live conversations of one opening, a new one is not kept."""
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(10 * PER_KEY, 10 * PER_KEY, 600.0, clock, 120.0)
+    values = [Value(1) for _ in range(PER_KEY)]
+    assert all(groups.add("agent", v, 1) for v in values)
+    assert not groups.keeps("agent", 1) and not groups.add("agent", Value(1), 1)
+    assert len(groups) == PER_KEY
+    best = groups.best("agent", lambda v: 1 if v is values[0] else 0, _length)
+    assert best is not None and groups.add("agent", Value(2), 1, best, _length)  # continued
+    clock.now += 121.0
+    assert groups.add("agent", Value(1), 1)  # the least recent went quiet: it goes
+    assert len(groups) == PER_KEY

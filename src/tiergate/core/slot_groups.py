@@ -19,11 +19,20 @@ passes `best` a test that finds it without scoring every slot.
 Bounded by slot count, by the sizes held (a memo's body bytes), and by idle
 time (core.idle_lru's reasoning: sessions end without telling the gateway);
 the least recently used slot goes first, and an idle slot is never returned.
+A new conversation's slot does not evict a slot used within `shield_seconds`:
+it is not kept instead. Live sessions come back in turn, so when more of them
+are live than a memo holds, plain LRU evicted each one just before its next
+turn, and none was ever continued (48 sessions of 441 KB against a 16 MB
+memo: 7.5x the CPU of one session, worse than no memo at all;
+docs/performance.md, session 26). Shielded, the memo keeps the sessions it
+holds and serves the rest whole. A continuation still evicts the least
+recently used to grow, so the memo sheds one session at a time as they grow.
 Not thread-safe (one event loop per process). Pure: no I/O.
 """
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
@@ -44,6 +53,10 @@ SCORED_PER_KEY = 16
 #: A request sharing all but this many of a slot's elements continues its
 #: conversation (a client may edit its latest messages) and takes its place.
 CONTINUATION_SLACK = 2
+#: A slot used within this long is not evicted for a new conversation's slot.
+#: Longer than an agent's turn (a model call on a long context, then its tools),
+#: short enough that slots of sessions that ended give way soon.
+SHIELD_SECONDS = 120.0
 
 
 def fewest_continued(length: int) -> int:
@@ -58,7 +71,17 @@ _Held = tuple[S, int, float]
 class SlotGroups(Generic[K, S]):
     """Slots by key, each key's most recently used first (see the module docstring)."""
 
-    __slots__ = ("_clock", "_count", "_groups", "_size", "idle_seconds", "limit", "max_size")
+    __slots__ = (
+        "_clock",
+        "_count",
+        "_groups",
+        "_size",
+        "idle_seconds",
+        "limit",
+        "max_size",
+        "shield_seconds",
+        "turned_away",
+    )
 
     def __init__(
         self,
@@ -66,10 +89,14 @@ class SlotGroups(Generic[K, S]):
         max_size: int,
         idle_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        shield_seconds: float = SHIELD_SECONDS,
     ) -> None:
         self.limit = limit
         self.max_size = max_size
         self.idle_seconds = idle_seconds
+        self.shield_seconds = shield_seconds
+        #: new conversations not kept for want of room (a memo too small: /metrics)
+        self.turned_away = 0
         self._clock = clock
         #: groups in least-recently-used order
         self._groups: OrderedDict[K, list[_Held[S]]] = OrderedDict()
@@ -141,26 +168,24 @@ class SlotGroups(Generic[K, S]):
         size: int,
         continued: tuple[S, int] | None = None,
         length: Callable[[S], int] | None = None,
-    ) -> None:
-        """Remember `value` (of `size`) as `key`'s most recent slot. `continued` is the
-        slot the request was matched to and how much it shared: when that is all of
-        it, or all but CONTINUATION_SLACK elements and more than the opening one,
-        the conversation moved on and its old slot goes. Then evicts idle slots and
-        the least recently used over any bound. A value larger than `max_size` is
-        not kept (the old slot still goes: the new value supersedes it)."""
+    ) -> bool:
+        """Remember `value` (of `size`) as `key`'s most recent slot; whether it was
+        kept. `continued` is the slot the request was matched to and how much it
+        shared: when that is all of it, or all but CONTINUATION_SLACK elements and
+        more than the opening one, the conversation moved on and its old slot goes.
+        Then evicts idle slots and the least recently used over any bound. A value
+        larger than `max_size` is not kept (the old slot still goes: the new value
+        supersedes it), nor a new conversation's that would evict a slot used
+        within `shield_seconds` (see the module docstring)."""
         group = self._groups.get(key)
-        if continued is not None and length is not None and group:
-            old, count = continued
-            held = length(old)
-            if count >= held or (count > 1 and count + CONTINUATION_SLACK >= held):
-                for i, slot in enumerate(group):
-                    if slot[0] is old:
-                        self._drop(group, i)  # the group stays: the new slot joins it
-                        break
-        if size > self.max_size:
+        index = _moved_on(group, continued, length)
+        if group is not None and index is not None:
+            self._drop(group, index)  # the group stays: the new slot joins it
+        if size > self.max_size or (index is None and not self._room(key, size)):
             if group is not None and not group:
                 del self._groups[key]
-            return
+            self.turned_away += size <= self.max_size
+            return False
         now = self._clock()
         if group is None:
             group = self._groups[key] = []
@@ -178,6 +203,49 @@ class SlotGroups(Generic[K, S]):
             if oldest[-1][2] >= cutoff and not over:
                 break
             self._remove_held(oldest_key, oldest, len(oldest) - 1)
+        return True
+
+    def keeps(
+        self,
+        key: K,
+        size: int,
+        continued: tuple[S, int] | None = None,
+        length: Callable[[S], int] | None = None,
+    ) -> bool:
+        """Whether `add(key, <value>, size, continued, length)` would keep the value
+        now: a memo asks before building a slot it would not keep, and does not
+        add it when the answer is no (it counts in `turned_away` here)."""
+        if size > self.max_size:
+            return False
+        if _moved_on(self._groups.get(key), continued, length) is not None or self._room(key, size):
+            return True
+        self.turned_away += 1  # the caller does not add it
+        return False
+
+    def _room(self, key: K, size: int) -> bool:
+        """Whether a new conversation's slot of `size` fits under `key` once idle
+        slots and slots unused for `shield_seconds` go, in `add`'s eviction order
+        (`key`'s group last: the new slot makes it the most recently used)."""
+        now = self._clock()
+        shield = max(now - self.shield_seconds, now - self.idle_seconds)
+        count, total = self._count + 1, self._size + size
+        group = self._groups.get(key)
+        if group is not None and len(group) >= PER_KEY:  # its least recent slot goes first
+            if group[-1][2] >= shield:
+                return False
+            count, total = count - 1, total - group[-1][1]
+        if count <= self.limit and total <= self.max_size:
+            return True
+        others = (g for k, g in self._groups.items() if k != key)
+        own = [group[: PER_KEY - 1]] if group else []
+        for held in itertools.chain(others, own):
+            for _, slot_size, used in reversed(held):
+                if used >= shield:
+                    return False
+                count, total = count - 1, total - slot_size
+                if count <= self.limit and total <= self.max_size:
+                    return True
+        return False
 
     def _drop(self, group: list[_Held[S]], index: int) -> None:
         self._size -= group.pop(index)[1]
@@ -192,6 +260,24 @@ class SlotGroups(Generic[K, S]):
         self._groups.clear()
         self._size = 0
         self._count = 0
+
+
+def _moved_on(
+    group: list[_Held[S]] | None,
+    continued: tuple[S, int] | None,
+    length: Callable[[S], int] | None,
+) -> int | None:
+    """The index in `group` of the slot a request continues (`continued`, as `add`
+    takes it) when the conversation moved on from it, else None."""
+    if continued is None or length is None or not group:
+        return None
+    old, count = continued
+    held = length(old)
+    if count >= held or (count > 1 and count + CONTINUATION_SLACK >= held):
+        for i, slot in enumerate(group):
+            if slot[0] is old:
+                return i
+    return None
 
 
 def _continued(

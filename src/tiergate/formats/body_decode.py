@@ -271,6 +271,11 @@ class BodyDecodeMemo:
         return self._slots.size
 
     @property
+    def turned_away(self) -> int:
+        """New conversations not kept: more active ones than the bound holds."""
+        return self._slots.turned_away
+
+    @property
     def max_bytes(self) -> int:
         return self._slots.max_size
 
@@ -293,13 +298,16 @@ class BodyDecodeMemo:
             _elements,
             lambda slot: _continued_elements(raw, slot),
         )
-        if best is not None:
+        # A body the memo would not keep (more live sessions than it holds) is
+        # decoded whole, as without a memo: laying it out would be wasted.
+        kept = self._slots.keeps(key, size, best, _elements)
+        if best is not None and kept:
             found = self._warm(raw, field, key, best)
             if found is not None:
                 return found
         whole = raw.joined()
         body = orjson.loads(whole)
-        if isinstance(body, dict) and type(body.get(field)) is list:
+        if kept and isinstance(body, dict) and type(body.get(field)) is list:
             self._cold(whole, field, key, body)
         return body
 

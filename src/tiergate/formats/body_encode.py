@@ -162,6 +162,15 @@ class BodyEncodeMemo:
     def bytes_held(self) -> int:
         return self._slots.size
 
+    @property
+    def turned_away(self) -> int:
+        """New conversations not kept: more active ones than the bound holds."""
+        return self._slots.turned_away
+
+    @property
+    def max_bytes(self) -> int:
+        return self._slots.max_size
+
     def dumps(self, body: Any) -> bytes:
         """`orjson.dumps(body)`, byte for byte."""
         pieces = self.encode(body)
@@ -193,6 +202,11 @@ class BodyEncodeMemo:
             _items,
             lambda slot: _continued(slot, items),
         )
+        # A body the memo would not keep (more live sessions than it holds) is
+        # encoded whole, as without a memo. Its size is not known before it is
+        # encoded: an item is at least a byte, and `add` has the last word.
+        if not self._slots.keeps(key, len(items), best, _items):
+            return [orjson.dumps(body)]
         slot, count = best if best is not None else (None, 0)
         self.reused = count
         if slot is not None:

@@ -187,6 +187,11 @@ class MessageMemo:
         return self._slots.size
 
     @property
+    def turned_away(self) -> int:
+        """New conversations not kept: more active ones than the bound holds."""
+        return self._slots.turned_away
+
+    @property
     def max_bytes(self) -> int:
         """The bound on body bytes held; a body larger than this is not remembered."""
         return self._slots.max_size
