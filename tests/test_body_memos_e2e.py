@@ -102,21 +102,65 @@ def _send(url: str, path: str, bodies: list[dict[str, Any]]) -> None:
 
 
 def test_upstream_bodies_are_identical_with_and_without_the_memos() -> None:
-    seen: dict[str, list[bytes]] = {"memo": [], "plain": []}
+    """`off` is the operator's switch, server.history_cache_mb: 0 (nothing kept);
+    `plain` bypasses the memos' code altogether."""
+    seen: dict[str, list[bytes]] = {"memo": [], "plain": [], "off": []}
     for name in seen:
         with ServerThread(_recording(create_sim_app(), seen[name])) as sim:
-            cfg = parse_config(gateway_config(sim.url))
-            app = create_app(cfg)
+            raw = gateway_config(sim.url)
+            if name == "off":
+                raw["server"]["history_cache_mb"] = 0
+            app = create_app(parse_config(raw))
             with ServerThread(app) as gw:
                 if name == "plain":
                     _without_memos(app)
                 _send(gw.url, "/v1/chat/completions", _openai_turns(12))
                 _send(gw.url, "/v1/messages", _anthropic_turns(12))
+                intake = app.gateway.intake
+                encoder = app.gateway.providers["anthropic"].http.encoder
                 if name == "memo":  # the memos were in play, not bypassed
-                    assert len(app.gateway.intake.body_memo) >= 2
-                    assert app.gateway.intake.body_memo.bytes_held > 0
-                    encoder = app.gateway.providers["anthropic"].http.encoder
+                    assert len(intake.body_memo) >= 2
+                    assert intake.body_memo.bytes_held > 0
                     assert encoder.reused >= 12  # the last Anthropic body's history, reused
-    assert len(seen["memo"]) == len(seen["plain"]) == 24
-    for with_memo, without in zip(seen["memo"], seen["plain"], strict=True):
-        assert with_memo == without
+                if name == "off":
+                    assert intake.body_memo.bytes_held == intake.message_memo.bytes_held == 0
+                    assert encoder.bytes_held == encoder.reused == 0
+    assert len(seen["memo"]) == len(seen["plain"]) == len(seen["off"]) == 24
+    for with_memo, without, off in zip(seen["memo"], seen["plain"], seen["off"], strict=True):
+        assert with_memo == without == off
+
+
+def _metric(text: str, name: str, memo: str) -> float:
+    line = next(x for x in text.splitlines() if x.startswith(f'{name}{{memo="{memo}"}}'))
+    return float(line.rsplit(" ", 1)[1])
+
+
+def test_a_full_history_cache_keeps_its_conversations_and_says_so_in_metrics() -> None:
+    """server.history_cache_mb: 1 against three active 400 KB conversations: the
+    two held go on being continued, the third is not kept, and /metrics shows
+    it (tiergate_history_cache_turned_away_total) with the bytes held."""
+    with ServerThread(create_sim_app()) as sim:
+        raw = gateway_config(sim.url)
+        raw["server"]["history_cache_mb"] = 1
+        app = create_app(parse_config(raw))
+        with ServerThread(app) as gw:
+            histories = [
+                [
+                    {"role": "system", "content": "You are a coding agent. " * 100},
+                    {"role": "user", "content": f"task {n}: " + "context " * 50_000},
+                ]
+                for n in range(3)
+            ]
+            for turn in range(3):
+                for history in histories:
+                    history.append({"role": "user", "content": f"turn {turn}"})
+                    body = {"model": "openai/gpt-5-mini", "messages": history, "max_tokens": 8}
+                    _send(gw.url, "/v1/chat/completions", [body])
+            with httpx.Client(timeout=10) as http:
+                text = http.get(f"{gw.url}/metrics").text
+    memo = app.gateway.intake.body_memo
+    assert len(memo) == 2 and memo.turned_away >= 2  # the third, on each later turn
+    for name in ("decode", "parse"):
+        assert _metric(text, "tiergate_history_cache_conversations", name) == 2
+        assert _metric(text, "tiergate_history_cache_turned_away_total", name) >= 2
+    assert 0 < _metric(text, "tiergate_history_cache_bytes", "decode") <= 1024 * 1024

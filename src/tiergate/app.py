@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from tiergate import db, memtrace, tracing
+from tiergate import db, memtrace, metrics, tracing
 from tiergate.api.admin import admin_routes
 from tiergate.api.admin_common import AdminContext, TokenCheck, admin_token_from
 from tiergate.api.codex_models import codex_catalog
@@ -112,6 +112,7 @@ def create_app(
         connect_timeout=cfg.server.connect_timeout_seconds,
         read_timeout=cfg.server.request_timeout_seconds,
         network=UpstreamNetwork.from_env(env, cfg.channels),  # proxies, CA bundles
+        history_bytes=cfg.server.history_cache_bytes,
     )
     distributor = Distributor.from_config(cfg)
     engine = db.make_engine(cfg.database.url) if cfg.database.url else None
@@ -132,6 +133,11 @@ def create_app(
         LaneGlue(tiers, distributor, cfg),
     )
     state = AppState(cfg, gateway, http, recorder, store)
+    metrics.HISTORY_CACHES.sources = lambda: {
+        "decode": gateway.intake.body_memo,
+        "parse": gateway.intake.message_memo,
+        "encode": http.encoder,
+    }
     prober = KeyProber(lambda: (gateway.distributor, gateway.providers))
 
     def apply_config(new_cfg: GatewayConfig, reenabled: frozenset[tuple[str, str]]) -> None:

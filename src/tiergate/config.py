@@ -115,6 +115,9 @@ class ServerConfig(_Strict):
     admin_token: str | None = None  # env TIERGATE_ADMIN_TOKEN wins; unset = admin API off
     metrics_token: str | None = None  # unset = /metrics needs no token
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
+    # MiB of live conversations' last requests each history memo keeps, so a turn
+    # decodes, parses and encodes only what it adds (docs/configuration.md); 0 = off
+    history_cache_mb: int = Field(16, ge=0, le=65536)
     # Codex CLI's instructions, served in its model catalog (GET /v1/models?client_version=);
     # unset = no catalog (docs/agents.md)
     codex_instructions_file: str | None = None
@@ -127,6 +130,10 @@ class ServerConfig(_Strict):
         if path is not None and os.path.getsize(path) == 0:  # Codex would send none at all
             raise ValueError(f"codex_instructions_file {path!r} is empty")
         return path
+
+    @property
+    def history_cache_bytes(self) -> int:
+        return self.history_cache_mb * 1024 * 1024
 
 
 class StateConfig(_Strict):

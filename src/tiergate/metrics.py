@@ -11,7 +11,8 @@ come from configuration, never from the client, so cardinality stays fixed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Protocol
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -22,6 +23,8 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from tiergate.core.model import Usage
@@ -256,6 +259,56 @@ GC_PAUSE_SECONDS = Histogram(
     namespace=NAMESPACE,
     registry=REGISTRY,
 )
+
+
+# ---- the history memos (server.history_cache_mb) ---------------------------------
+
+
+class HistoryCache(Protocol):
+    """What a history memo reports of itself (formats/body_decode.py and kin)."""
+
+    @property
+    def bytes_held(self) -> int: ...
+
+    @property
+    def turned_away(self) -> int: ...
+
+    def __len__(self) -> int: ...
+
+
+class HistoryCaches(Collector):
+    """The history memos' size and turned-away count, read when scraped: the memos
+    are pure and keep their own counts. `sources` names them (set by the app)."""
+
+    def __init__(self) -> None:
+        self.sources: Callable[[], Mapping[str, HistoryCache]] = dict
+
+    def collect(self) -> Iterator[Metric]:
+        held = GaugeMetricFamily(
+            f"{NAMESPACE}_history_cache_bytes",
+            "Body bytes each history memo holds (server.history_cache_mb bounds each).",
+            labels=["memo"],
+        )
+        count = GaugeMetricFamily(
+            f"{NAMESPACE}_history_cache_conversations",
+            "Conversations each history memo holds.",
+            labels=["memo"],
+        )
+        away = CounterMetricFamily(
+            f"{NAMESPACE}_history_cache_turned_away",
+            "New conversations a history memo did not keep: its bound was full of active"
+            " ones. Rising steadily: raise server.history_cache_mb.",
+            labels=["memo"],
+        )
+        for name, memo in self.sources().items():
+            held.add_metric([name], memo.bytes_held)
+            count.add_metric([name], len(memo))
+            away.add_metric([name], memo.turned_away)
+        yield from (held, count, away)
+
+
+HISTORY_CACHES = HistoryCaches()
+REGISTRY.register(HISTORY_CACHES)
 
 
 def observe_request(

@@ -73,7 +73,8 @@ class Gateway:
         self.recorder = recorder
         self.lanes = lanes
         self.limiter = Limiter(planner.store)
-        self.intake = ChatIntake()  # reads and parses with each conversation's memos
+        # reads and parses with each conversation's memos
+        self.intake = ChatIntake(cfg.server.history_cache_bytes)
         self.retry = dispatch.RetryPolicy(cfg.server.max_attempts, cfg.server.retry_budget_seconds)
         self._background: set[asyncio.Task[None]] = set()
 

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 
 from tiergate import tracing
-from tiergate.formats.body_encode import BodyEncodeMemo
+from tiergate.formats.body_encode import DEFAULT_MAX_BYTES, BodyEncodeMemo
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
 from tiergate.providers.exchange import ProxyError
@@ -30,13 +30,14 @@ class UpstreamHTTP:
         connect_timeout: float = 10.0,
         read_timeout: float = 600.0,
         network: UpstreamNetwork | None = None,
+        history_bytes: int = DEFAULT_MAX_BYTES,
     ) -> None:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
         self.network = network or UpstreamNetwork()
         self._client: HTTPClient | None = None
         #: each conversation's last upstream body, for encoding its next one
-        self.encoder = BodyEncodeMemo()
+        self.encoder = BodyEncodeMemo(max_bytes=history_bytes)
 
     @property
     def client(self) -> HTTPClient:
