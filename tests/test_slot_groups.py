@@ -10,9 +10,16 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tiergate.core.slot_groups import CONTINUATION_SLACK, PER_KEY, SCORED_PER_KEY, SlotGroups
+from tiergate.core.slot_groups import (
+    CONTINUATION_SLACK,
+    GAP_FACTOR,
+    NEW,
+    PER_KEY,
+    SCORED_PER_KEY,
+    SlotGroups,
+)
 
-LIMIT, MAX_SIZE, IDLE, SHIELD = 5, 60, 10.0, 4.0
+LIMIT, MAX_SIZE, IDLE, SHIELD, MIN_SHIELD = 5, 60, 10.0, 4.0, 0.5
 
 
 class Clock:
@@ -34,11 +41,11 @@ class Value:
 @dataclass
 class Model:
     """The plain reading of SlotGroups: groups in least-recently-added order, each
-    a list of (value, size, added) most recent first."""
+    a list of (value, size, added, turn gap) most recent first."""
 
-    groups: list[tuple[str, list[tuple[Value, int, float]]]] = field(default_factory=list)
+    groups: list[tuple[str, list[tuple[Value, int, float, float]]]] = field(default_factory=list)
 
-    def group(self, key: str) -> list[tuple[Value, int, float]]:
+    def group(self, key: str) -> list[tuple[Value, int, float, float]]:
         return next((g for k, g in self.groups if k == key), [])
 
     def remove(self, key: str, value: Value) -> None:
@@ -63,12 +70,20 @@ class Model:
         count, total = self.count() + 1, self.size() + size
         for held in [None, *victims]:
             if held is not None:
-                if held[2] >= now - min(SHIELD, IDLE):
+                if shielded(held, now):
                     return False
                 count, total = count - 1, total - held[1]
             if count <= LIMIT and total <= MAX_SIZE:
                 return True
         return False
+
+
+def shielded(held: tuple[Value, int, float, float], now: float) -> bool:
+    """Used within IDLE and within a few of its conversation's turn gaps (the
+    longest lately), at least MIN_SHIELD (a new one's) and at most SHIELD."""
+    gap = held[3]
+    shield = MIN_SHIELD if gap == NEW else min(SHIELD, max(MIN_SHIELD, GAP_FACTOR * gap))
+    return held[2] >= max(now - IDLE, now - shield)
 
 
 def _length(v: Value) -> int:
@@ -92,7 +107,7 @@ def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
     over a bound once an add has run; an idle slot is never chosen; a new
     conversation's slot never evicts one used within SHIELD."""
     clock = Clock()
-    groups: SlotGroups[str, Value] = SlotGroups(LIMIT, MAX_SIZE, IDLE, clock, SHIELD)
+    groups: SlotGroups[str, Value] = SlotGroups(LIMIT, MAX_SIZE, IDLE, clock, SHIELD, MIN_SHIELD)
     model = Model()
     request = 0
     for op, key, n, length in ops:
@@ -118,14 +133,16 @@ def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
         value = Value(length)
         continued = None
         moved_on = False
+        gap = NEW
         if op == "continue" and live:
-            old = live[n % len(live)][0]
+            old, _, old_added, old_gap = live[n % len(live)]
             continued = (old, min(n % 4 + old.length - 3, old.length))
             shared = continued[1]
             whole = shared >= old.length
             if whole or (shared > 1 and shared + CONTINUATION_SLACK >= old.length):
                 model.remove(key, old)
                 moved_on = True
+                gap = max(clock.now - old_added, old_gap / 2)
         predicted = groups.keeps(key, n, continued, _length)
         kept = groups.add(key, value, n, continued, _length)
         assert predicted == kept
@@ -133,7 +150,7 @@ def test_slot_groups_behave_like_the_plain_model(ops: list[Any]) -> None:
         if want_kept:
             g = model.group(key)
             model.groups = [(k, h) for k, h in model.groups if k != key]
-            g.insert(0, (value, n, clock.now))
+            g.insert(0, (value, n, clock.now, gap))
             model.groups.append((key, g))
             assert len(g) <= PER_KEY  # LIMIT is the tighter bound here
             while model.groups:
@@ -237,10 +254,10 @@ def test_more_live_sessions_than_fit_keep_the_ones_held() -> None:
             value = Value(old.length + 1 if old else 1)
             continued += best is not None
             held[i] = value if groups.add("agent", value, 8, best, _length) else None
-            clock.now += 1.0
+            clock.now += 0.1
         continued_per_round.append(continued)
     assert continued_per_round == [0, 10, 10, 10, 10]
-    clock.now += 121.0  # the held sessions end; a new one is kept again
+    clock.now += 5.1  # the held sessions end: four turn gaps, at least 5 s, later
     assert groups.keeps("agent", 8) and groups.add("agent", Value(1), 8)
 
 
@@ -257,3 +274,58 @@ def test_a_full_key_keeps_its_live_slots() -> None:
     clock.now += 121.0
     assert groups.add("agent", Value(1), 1)  # the least recent went quiet: it goes
     assert len(groups) == PER_KEY
+
+
+def _turn(groups: SlotGroups[str, Value], key: str, held: Value | None) -> Value | None:
+    """One turn of conversation `key` (one element longer): the new value if kept."""
+    best = groups.best(key, lambda v: v.length if v is held else 0, _length)
+    value = Value(held.length + 1 if held else 1)
+    return value if groups.add(key, value, 1, best, _length) else None
+
+
+def test_a_session_that_ended_gives_way_after_a_few_of_its_turn_gaps() -> None:
+    """Shielded for GAP_FACTOR times its turn gap, the longest lately (halved at
+    each turn), at least the minimum: a session that ended stops holding its
+    slot soon, one that is merely between turns keeps it."""
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(100, 2, 600.0, clock, 120.0, 0.5)
+    a = _turn(groups, "a", None)
+    b = _turn(groups, "b", None)
+    clock.now += 10.0
+    a = _turn(groups, "a", a)  # a's gap: 10 s
+    clock.now += 2.0
+    a = _turn(groups, "a", a)  # 2 s, but 10 s lately: 5 s (20 s shield)
+    b = _turn(groups, "b", b)  # 12 s (48 s shield)
+    assert a is not None and b is not None
+    clock.now += 19.9
+    assert not groups.keeps("c", 1) and _turn(groups, "c", None) is None
+    clock.now += 0.2  # a's shield is over, b's is not
+    assert groups.keeps("c", 1) and _turn(groups, "c", None) is not None
+    assert groups.best("a", lambda v: v.length, _length) is None  # a gave way
+    assert groups.best("b", lambda v: v.length, _length) is not None
+    assert groups.turned_away == 2  # once by keeps, once by add
+
+
+def test_a_quick_session_is_shielded_for_the_minimum() -> None:
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(100, 1, 600.0, clock, 120.0, 0.5)
+    a = _turn(groups, "a", None)
+    clock.now += 0.01
+    a = _turn(groups, "a", a)  # a 10 ms gap: shielded 0.5 s, not 40 ms
+    clock.now += 0.45
+    assert not groups.keeps("c", 1)
+    clock.now += 0.1
+    assert groups.keeps("c", 1)
+
+
+def test_a_slot_never_continued_gives_way_after_the_minimum() -> None:
+    """A memo that fails to recognise its conversations (objects rebuilt upstream)
+    adds a slot per turn that is never continued: such slots hold the memo only
+    for the minimum shield, so they cannot lock it."""
+    clock = Clock()
+    groups: SlotGroups[str, Value] = SlotGroups(100, 1, 600.0, clock, 120.0, 0.5)
+    assert groups.add("a", Value(1), 1)
+    clock.now += 0.45
+    assert not groups.keeps("c", 1)
+    clock.now += 0.1
+    assert groups.keeps("c", 1)

@@ -19,14 +19,16 @@ passes `best` a test that finds it without scoring every slot.
 Bounded by slot count, by the sizes held (a memo's body bytes), and by idle
 time (core.idle_lru's reasoning: sessions end without telling the gateway);
 the least recently used slot goes first, and an idle slot is never returned.
-A new conversation's slot does not evict a slot used within `shield_seconds`:
-it is not kept instead. Live sessions come back in turn, so when more of them
-are live than a memo holds, plain LRU evicted each one just before its next
-turn, and none was ever continued (48 sessions of 441 KB against a 16 MB
-memo: 7.5x the CPU of one session, worse than no memo at all;
-docs/performance.md, session 26). Shielded, the memo keeps the sessions it
-holds and serves the rest whole. A continuation still evicts the least
-recently used to grow, so the memo sheds one session at a time as they grow.
+A new conversation's slot does not evict a slot still shielded (used within a
+few of its conversation's turn gaps: SHIELD_SECONDS' note): it is not kept
+instead. Live sessions come back in turn, so when more of them are live than
+a memo holds, plain LRU evicted each one just before its next turn, and none
+was ever continued (48 sessions of 441 KB against a 16 MB memo: 7.5x the CPU
+of one session, worse than no memo at all; docs/performance.md, session 26).
+Shielded, the memo keeps the sessions it holds and serves the rest whole,
+while a session that ended gives way a few of its turn gaps later. A
+continuation still evicts the least recently used to grow, so the memo sheds
+one session at a time as they grow.
 Not thread-safe (one event loop per process). Pure: no I/O.
 """
 
@@ -53,10 +55,19 @@ SCORED_PER_KEY = 16
 #: A request sharing all but this many of a slot's elements continues its
 #: conversation (a client may edit its latest messages) and takes its place.
 CONTINUATION_SLACK = 2
-#: A slot used within this long is not evicted for a new conversation's slot.
-#: Longer than an agent's turn (a model call on a long context, then its tools),
-#: short enough that slots of sessions that ended give way soon.
+#: How long after its use a slot is not evicted for a new conversation's slot:
+#: GAP_FACTOR times its conversation's turn gap (the longest lately), at least
+#: MIN_SHIELD_SECONDS, at most SHIELD_SECONDS. A few gaps: an agent's turns vary
+#: (a quick tool, then a test run), while a session that ended gives way soon
+#: after its last turn. A slot not yet continued gets the minimum: a memo may
+#: fail to recognise a conversation (its objects rebuilt upstream), and such
+#: slots, never continued, must not hold it for long (docs/performance.md,
+#: session 26).
 SHIELD_SECONDS = 120.0
+MIN_SHIELD_SECONDS = 5.0
+GAP_FACTOR = 4.0
+#: The turn gap of a conversation not seen twice yet.
+NEW = -1.0
 
 
 def fewest_continued(length: int) -> int:
@@ -64,8 +75,9 @@ def fewest_continued(length: int) -> int:
     return max(length - CONTINUATION_SLACK, 1)
 
 
-#: A slot as held: its value, size and when it was stored.
-_Held = tuple[S, int, float]
+#: A slot as held: its value, size, when it was stored, and its conversation's
+#: turn gap in seconds, the longest lately (NEW: not seen twice yet).
+_Held = tuple[S, int, float, float]
 
 
 class SlotGroups(Generic[K, S]):
@@ -79,6 +91,7 @@ class SlotGroups(Generic[K, S]):
         "idle_seconds",
         "limit",
         "max_size",
+        "min_shield_seconds",
         "shield_seconds",
         "turned_away",
     )
@@ -90,11 +103,13 @@ class SlotGroups(Generic[K, S]):
         idle_seconds: float,
         clock: Callable[[], float] = time.monotonic,
         shield_seconds: float = SHIELD_SECONDS,
+        min_shield_seconds: float = MIN_SHIELD_SECONDS,
     ) -> None:
         self.limit = limit
         self.max_size = max_size
         self.idle_seconds = idle_seconds
         self.shield_seconds = shield_seconds
+        self.min_shield_seconds = min_shield_seconds
         #: new conversations not kept for want of room (a memo too small: /metrics)
         self.turned_away = 0
         self._clock = clock
@@ -138,7 +153,7 @@ class SlotGroups(Generic[K, S]):
             return None
         cutoff = self._clock() - self.idle_seconds
         if len(group) == 1:  # the usual case: one conversation per opening
-            value, _, used = group[0]
+            value, _, used, _ = group[0]
             if used < cutoff:
                 return None
             count = shared(value)
@@ -150,7 +165,7 @@ class SlotGroups(Generic[K, S]):
             group = group[:SCORED_PER_KEY]
         best: S | None = None
         best_rank = (0, False)
-        for value, _, used in group:
+        for value, _, used, _ in group:
             if used < cutoff:
                 continue
             count = shared(value)
@@ -175,23 +190,26 @@ class SlotGroups(Generic[K, S]):
         more than the opening one, the conversation moved on and its old slot goes.
         Then evicts idle slots and the least recently used over any bound. A value
         larger than `max_size` is not kept (the old slot still goes: the new value
-        supersedes it), nor a new conversation's that would evict a slot used
-        within `shield_seconds` (see the module docstring)."""
+        supersedes it), nor a new conversation's that would evict a shielded
+        slot (see the module docstring)."""
+        now = self._clock()
         group = self._groups.get(key)
         index = _moved_on(group, continued, length)
+        gap = NEW
         if group is not None and index is not None:
+            _, _, last_used, last_gap = group[index]
+            gap = max(now - last_used, last_gap / 2)  # the longest lately, decaying
             self._drop(group, index)  # the group stays: the new slot joins it
-        if size > self.max_size or (index is None and not self._room(key, size)):
+        if size > self.max_size or (index is None and not self._room(key, size, now)):
             if group is not None and not group:
                 del self._groups[key]
             self.turned_away += size <= self.max_size
             return False
-        now = self._clock()
         if group is None:
             group = self._groups[key] = []
         else:
             self._groups.move_to_end(key)  # now the most recently used group
-        group.insert(0, (value, size, now))
+        group.insert(0, (value, size, now, gap))
         self._size += size
         self._count += 1
         if len(group) > PER_KEY:
@@ -217,21 +235,22 @@ class SlotGroups(Generic[K, S]):
         add it when the answer is no (it counts in `turned_away` here)."""
         if size > self.max_size:
             return False
-        if _moved_on(self._groups.get(key), continued, length) is not None or self._room(key, size):
+        if _moved_on(self._groups.get(key), continued, length) is not None:
+            return True
+        if self._room(key, size, self._clock()):
             return True
         self.turned_away += 1  # the caller does not add it
         return False
 
-    def _room(self, key: K, size: int) -> bool:
+    def _room(self, key: K, size: int, now: float) -> bool:
         """Whether a new conversation's slot of `size` fits under `key` once idle
-        slots and slots unused for `shield_seconds` go, in `add`'s eviction order
-        (`key`'s group last: the new slot makes it the most recently used)."""
-        now = self._clock()
-        shield = max(now - self.shield_seconds, now - self.idle_seconds)
+        slots and unshielded ones go, in `add`'s eviction order (`key`'s group
+        last: the new slot makes it the most recently used)."""
+        cutoff = now - self.idle_seconds
         count, total = self._count + 1, self._size + size
         group = self._groups.get(key)
         if group is not None and len(group) >= PER_KEY:  # its least recent slot goes first
-            if group[-1][2] >= shield:
+            if self._shielded(group[-1], now, cutoff):
                 return False
             count, total = count - 1, total - group[-1][1]
         if count <= self.limit and total <= self.max_size:
@@ -239,13 +258,18 @@ class SlotGroups(Generic[K, S]):
         others = (g for k, g in self._groups.items() if k != key)
         own = [group[: PER_KEY - 1]] if group else []
         for held in itertools.chain(others, own):
-            for _, slot_size, used in reversed(held):
-                if used >= shield:
+            for slot in reversed(held):
+                if self._shielded(slot, now, cutoff):
                     return False
-                count, total = count - 1, total - slot_size
+                count, total = count - 1, total - slot[1]
                 if count <= self.limit and total <= self.max_size:
                     return True
         return False
+
+    def _shielded(self, slot: _Held[S], now: float, cutoff: float) -> bool:
+        """Whether `slot` is live and used within its shield (SHIELD_SECONDS' note)."""
+        shield = min(self.shield_seconds, max(self.min_shield_seconds, GAP_FACTOR * slot[3]))
+        return slot[2] >= max(cutoff, now - shield)
 
     def _drop(self, group: list[_Held[S]], index: int) -> None:
         self._size -= group.pop(index)[1]
@@ -289,7 +313,7 @@ def _continued(
     """`SlotGroups.best`'s answer among the live slots a request continues, or None:
     the highest (count, wholly) rank, longest slot first, the most recent first
     among equals."""
-    live = [(length(value), value) for value, _, used in group if used >= cutoff]
+    live = [(length(value), value) for value, _, used, _ in group if used >= cutoff]
     live.sort(key=itemgetter(0), reverse=True)  # stable
     found: S | None = None
     rank = (0, False)
