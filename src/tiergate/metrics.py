@@ -12,7 +12,7 @@ come from configuration, never from the client, so cardinality stays fixed.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -25,6 +25,8 @@ from prometheus_client import (
 )
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from tiergate.core.slot_groups import SlotMemo
 
 if TYPE_CHECKING:
     from tiergate.core.model import Usage
@@ -264,24 +266,12 @@ GC_PAUSE_SECONDS = Histogram(
 # ---- the history memos (server.history_cache_mb) ---------------------------------
 
 
-class HistoryCache(Protocol):
-    """What a history memo reports of itself (formats/body_decode.py and kin)."""
-
-    @property
-    def bytes_held(self) -> int: ...
-
-    @property
-    def turned_away(self) -> int: ...
-
-    def __len__(self) -> int: ...
-
-
 class HistoryCaches(Collector):
     """The history memos' size and turned-away count, read when scraped: the memos
     are pure and keep their own counts. `sources` names them (set by the app)."""
 
     def __init__(self) -> None:
-        self.sources: Callable[[], Mapping[str, HistoryCache]] = dict
+        self.sources: Callable[[], Mapping[str, SlotMemo]] = dict
 
     def collect(self) -> Iterator[Metric]:
         held = GaugeMetricFamily(

@@ -39,7 +39,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from operator import itemgetter
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
 S = TypeVar("S")
@@ -284,6 +284,31 @@ class SlotGroups(Generic[K, S]):
         self._groups.clear()
         self._size = 0
         self._count = 0
+
+
+class SlotMemo:
+    """What a memo built on SlotGroups reports of itself (for /metrics, benches and
+    tests); the body decode, message and body encode memos derive from it."""
+
+    __slots__ = ("_slots",)
+    _slots: SlotGroups[Any, Any]
+
+    def __len__(self) -> int:
+        return len(self._slots)
+
+    @property
+    def bytes_held(self) -> int:
+        return self._slots.size
+
+    @property
+    def turned_away(self) -> int:
+        """New conversations not kept: more active ones than the bound holds."""
+        return self._slots.turned_away
+
+    @property
+    def max_bytes(self) -> int:
+        """The bound on body bytes held; a body larger than this is not remembered."""
+        return self._slots.max_size
 
 
 def _moved_on(

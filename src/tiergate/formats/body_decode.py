@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from tiergate.core.body_pieces import joined, spans
-from tiergate.core.slot_groups import SlotGroups, fewest_continued
+from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
 
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
 MIN_BYTES = 16 * 1024
@@ -240,12 +240,12 @@ def _rest(raw: bytes, close: int) -> dict[str, Any] | None:
     return rest if isinstance(rest, dict) else None
 
 
-class BodyDecodeMemo:
+class BodyDecodeMemo(SlotMemo):
     """`loads(raw)`, equal to `orjson.loads(raw)`, reusing each recent conversation's
     last decode (see the module docstring). `field` is the array the conversation
     grows: `messages` (chat completions, Anthropic) or `input` (Responses)."""
 
-    __slots__ = ("_slots", "key_bytes", "min_bytes")
+    __slots__ = ("key_bytes", "min_bytes")
 
     def __init__(
         self,
@@ -262,22 +262,6 @@ class BodyDecodeMemo:
         self._slots: SlotGroups[tuple[str, bytes], _Slot] = SlotGroups(
             limit, max_bytes, idle_seconds, clock
         )
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    @property
-    def bytes_held(self) -> int:
-        return self._slots.size
-
-    @property
-    def turned_away(self) -> int:
-        """New conversations not kept: more active ones than the bound holds."""
-        return self._slots.turned_away
-
-    @property
-    def max_bytes(self) -> int:
-        return self._slots.max_size
 
     def loads(self, raw: bytes, field: str = "messages") -> Any:
         """`raw` decoded; orjson.JSONDecodeError exactly when orjson.loads raises it."""

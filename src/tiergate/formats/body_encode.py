@@ -36,7 +36,7 @@ import orjson
 
 from tiergate.core.body_pieces import BodyPiece, spans
 from tiergate.core.same_objects import identical_prefix
-from tiergate.core.slot_groups import SlotGroups, fewest_continued
+from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -139,11 +139,11 @@ def _split(body: dict[str, Any]) -> tuple[str, list[Any]] | None:
     return None
 
 
-class BodyEncodeMemo:
+class BodyEncodeMemo(SlotMemo):
     """`dumps(body)`, byte for byte `orjson.dumps(body)`, reusing each recent
     conversation's last encoding of its message array (see the module docstring)."""
 
-    __slots__ = ("_slots", "reused")
+    __slots__ = ("reused",)
 
     def __init__(
         self,
@@ -154,22 +154,6 @@ class BodyEncodeMemo:
     ) -> None:
         self._slots: SlotGroups[Hashable, _Slot] = SlotGroups(limit, max_bytes, idle_seconds, clock)
         self.reused = 0  #: elements the last `dumps` took from the memo (for tests, benches)
-
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    @property
-    def bytes_held(self) -> int:
-        return self._slots.size
-
-    @property
-    def turned_away(self) -> int:
-        """New conversations not kept: more active ones than the bound holds."""
-        return self._slots.turned_away
-
-    @property
-    def max_bytes(self) -> int:
-        return self._slots.max_size
 
     def dumps(self, body: Any) -> bytes:
         """`orjson.dumps(body)`, byte for byte."""

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import Message, TextPart, ToolSpec
-from tiergate.core.slot_groups import SlotGroups, fewest_continued
+from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
 from tiergate.formats.member_memo import MemberMemo
 
 #: Conversations remembered, and the body bytes their slots may hold together.
@@ -162,12 +162,12 @@ def continued_prefix(old: Sequence[Any], new: Sequence[Any], limit: int) -> int:
     return count if count >= fewest else 0
 
 
-class MessageMemo:
+class MessageMemo(SlotMemo):
     """The last parse of each recent conversation (see the module docstring), and
     `members`: what was checked and parsed of the members a conversation resends
     unchanged besides its messages (formats/member_memo.py)."""
 
-    __slots__ = ("_slots", "members")
+    __slots__ = ("members",)
 
     def __init__(
         self,
@@ -179,21 +179,8 @@ class MessageMemo:
         self._slots: SlotGroups[Hashable, _Slot] = SlotGroups(limit, max_bytes, idle_seconds, clock)
         self.members = MemberMemo(max_bytes=max_bytes, idle_seconds=idle_seconds, clock=clock)
 
-    def __len__(self) -> int:
-        return len(self._slots)
-
-    @property
-    def bytes_held(self) -> int:
-        return self._slots.size
-
-    @property
-    def turned_away(self) -> int:
-        """New conversations not kept: more active ones than the bound holds."""
-        return self._slots.turned_away
-
     @property
     def max_bytes(self) -> int:
-        """The bound on body bytes held; a body larger than this is not remembered."""
         return self._slots.max_size
 
     @max_bytes.setter
