@@ -14,6 +14,10 @@ import orjson
 from servers import TOKEN, ServerThread, gateway_config
 from tiergate.app import create_app
 from tiergate.config_load import parse_config
+from tiergate.core.slot_groups import HISTORY_CACHE_MB
+from tiergate.formats.body_decode import BodyDecodeMemo
+from tiergate.formats.body_encode import BodyEncodeMemo
+from tiergate.formats.message_memo import MessageMemo
 from tiergate.sim.app import create_sim_app
 
 Asgi = Callable[[Any, Any, Any], Awaitable[None]]
@@ -164,3 +168,17 @@ def test_a_full_history_cache_keeps_its_conversations_and_says_so_in_metrics() -
         assert _metric(text, "tiergate_history_cache_conversations", name) == 2
         assert _metric(text, "tiergate_history_cache_turned_away_total", name) >= 2
     assert 0 < _metric(text, "tiergate_history_cache_bytes", "decode") <= 1024 * 1024
+
+
+def test_the_default_bound_is_one_figure_for_every_history_memo() -> None:
+    """Without server.history_cache_mb each memo keeps 64 MiB (HISTORY_CACHE_MB's
+    note: 16 held too few agent sessions at once), the config's default and the
+    memos' own default alike."""
+    assert HISTORY_CACHE_MB == 64
+    with ServerThread(create_sim_app()) as sim:
+        app = create_app(parse_config(gateway_config(sim.url)))
+    intake = app.gateway.intake
+    memos = [intake.body_memo, intake.message_memo, intake.message_memo.members]
+    memos += [p.http.encoder for p in app.gateway.providers.values()]
+    memos += [BodyDecodeMemo(), MessageMemo(), BodyEncodeMemo()]
+    assert {m.max_bytes for m in memos} == {64 * 1024 * 1024}

@@ -24,6 +24,8 @@ from pydantic import (
     field_validator,
 )
 
+from tiergate.core.slot_groups import HISTORY_CACHE_MB
+
 ChannelType = Literal["openai", "anthropic", "gemini", "deepseek", "openai_compatible"]
 StrategyName = Literal[
     "cheapest", "quality", "balanced", "linucb", "gated_adaptive", "learned", "dsl"
@@ -117,7 +119,7 @@ class ServerConfig(_Strict):
     config_poll_seconds: float = Field(1.0, gt=0, le=60)  # live-reload poll interval
     # MiB of live conversations' last requests each history memo keeps, so a turn
     # decodes, parses and encodes only what it adds (docs/configuration.md); 0 = off
-    history_cache_mb: int = Field(16, ge=0, le=65536)
+    history_cache_mb: int = Field(HISTORY_CACHE_MB, ge=0, le=65536)
     # Codex CLI's instructions, served in its model catalog (GET /v1/models?client_version=);
     # unset = no catalog (docs/agents.md)
     codex_instructions_file: str | None = None

@@ -41,7 +41,7 @@ from typing import Any
 import orjson
 
 from tiergate.core.body_pieces import joined, spans
-from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES, SlotGroups, SlotMemo, fewest_continued
 
 #: Bodies smaller than this are decoded whole: the decode is a few microseconds.
 MIN_BYTES = 16 * 1024
@@ -50,7 +50,6 @@ MIN_BYTES = 16 * 1024
 #: takes its place, any other gets a slot of its own).
 KEY_BYTES = 256
 DEFAULT_SLOTS = 128
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 #: The chunk the common-prefix search compares before it bisects.
 _CHUNK = 64 * 1024
@@ -250,7 +249,7 @@ class BodyDecodeMemo(SlotMemo):
     def __init__(
         self,
         limit: int = DEFAULT_SLOTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = HISTORY_CACHE_BYTES,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         min_bytes: int = MIN_BYTES,

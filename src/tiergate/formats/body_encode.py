@@ -36,7 +36,7 @@ import orjson
 
 from tiergate.core.body_pieces import BodyPiece, spans
 from tiergate.core.same_objects import identical_prefix
-from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES, SlotGroups, SlotMemo, fewest_continued
 from tiergate.formats.message_memo import signature
 
 #: Arrays shorter than this are encoded whole.
@@ -50,7 +50,6 @@ MAX_REENCODED = 4
 #: Anthropic `messages`, Gemini `contents`.
 FIELDS = ("messages", "contents")
 DEFAULT_SLOTS = 128
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 
 
@@ -148,7 +147,7 @@ class BodyEncodeMemo(SlotMemo):
     def __init__(
         self,
         limit: int = DEFAULT_SLOTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = HISTORY_CACHE_BYTES,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -28,12 +28,12 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES
 from tiergate.formats.body_decode import MIN_BYTES
 
 T = TypeVar("T")
 
 DEFAULT_ENTRIES = 128
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 DEFAULT_IDLE_SECONDS = 600.0
 #: What an entry records about its member: passed the depth bound, or a parse.
 CHECKED = "checked"
@@ -47,7 +47,7 @@ class MemberMemo:
     def __init__(
         self,
         limit: int = DEFAULT_ENTRIES,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = HISTORY_CACHE_BYTES,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
         min_bytes: int = MIN_BYTES,

@@ -31,12 +31,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tiergate.core.model import Message, TextPart, ToolSpec
-from tiergate.core.slot_groups import SlotGroups, SlotMemo, fewest_continued
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES, SlotGroups, SlotMemo, fewest_continued
 from tiergate.formats.member_memo import MemberMemo
 
 #: Conversations remembered, and the body bytes their slots may hold together.
 DEFAULT_SLOTS = 128
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: A slot unused this long is dropped.
 DEFAULT_IDLE_SECONDS = 600.0
 #: Characters of the first messages' text the signature reads.
@@ -172,7 +171,7 @@ class MessageMemo(SlotMemo):
     def __init__(
         self,
         limit: int = DEFAULT_SLOTS,
-        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_bytes: int = HISTORY_CACHE_BYTES,
         idle_seconds: float = DEFAULT_IDLE_SECONDS,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -16,7 +16,8 @@ from starlette.requests import Request
 
 from tiergate.core.body_pieces import joined
 from tiergate.core.model import ChatRequest
-from tiergate.formats.body_decode import DEFAULT_MAX_BYTES, BodyDecodeMemo
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES
+from tiergate.formats.body_decode import BodyDecodeMemo
 from tiergate.formats.depth import depth_error, too_deep
 from tiergate.formats.errors import FormatError
 from tiergate.formats.member_memo import CHECKED
@@ -120,7 +121,7 @@ class ChatIntake:
 
     __slots__ = ("body_memo", "message_memo")
 
-    def __init__(self, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, max_bytes: int = HISTORY_CACHE_BYTES) -> None:
         self.body_memo = BodyDecodeMemo(max_bytes=max_bytes)
         self.message_memo = MessageMemo(max_bytes=max_bytes)
 

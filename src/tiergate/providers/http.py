@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 
 from tiergate import tracing
-from tiergate.formats.body_encode import DEFAULT_MAX_BYTES, BodyEncodeMemo
+from tiergate.core.slot_groups import HISTORY_CACHE_BYTES
+from tiergate.formats.body_encode import BodyEncodeMemo
 from tiergate.providers.base import UpstreamError
 from tiergate.providers.client import ClientTimeout, HTTPClient, HTTPClientError, Response
 from tiergate.providers.exchange import ProxyError
@@ -30,7 +31,7 @@ class UpstreamHTTP:
         connect_timeout: float = 10.0,
         read_timeout: float = 600.0,
         network: UpstreamNetwork | None = None,
-        history_bytes: int = DEFAULT_MAX_BYTES,
+        history_bytes: int = HISTORY_CACHE_BYTES,
     ) -> None:
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
