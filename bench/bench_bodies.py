@@ -312,14 +312,24 @@ def measure_target(
 
 
 def copy_floor_us(bodies: dict[int, tuple[dict[str, Any], str]]) -> dict[int, float]:
-    """Microseconds to copy each body's bytes once (best of 50): the physical floor."""
+    """Microseconds to copy each body's bytes once (best of 50): the physical floor.
+
+    The copy goes into one buffer mapped before the clock starts, as a proxy's
+    steady state reuses its memory. Copying into fresh memory (what this measured
+    until session 27, `bytes(bytearray(body))`) also timed the page faults of
+    mapping 2 MB: 962 us for 1 MB on one VM against 14-20 us for 300 KB, a floor
+    slope of 1.03 us/KB instead of about 0.05, which flattered the gateways' slopes
+    against it (docs/performance.md, session 27)."""
+    raws = {kb: orjson.dumps(body) for kb, (body, _) in bodies.items()}
+    target = memoryview(bytearray(max((len(r) for r in raws.values()), default=0)))
     out = {}
-    for kb, (body, _) in bodies.items():
-        raw = orjson.dumps(body)
+    for kb, raw in raws.items():
+        n = len(raw)
+        target[:n] = raw  # touch every page before timing
         best = float("inf")
         for _ in range(50):
             t0 = time.perf_counter()
-            bytes(bytearray(raw))
+            target[:n] = raw
             best = min(best, time.perf_counter() - t0)
         out[kb] = best * 1e6
     return out
