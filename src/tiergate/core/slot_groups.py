@@ -73,8 +73,9 @@ NEW = -1.0
 #: 200 is about 440 KB, and past turn 400 over 1 MB: 16 MiB held 36 such
 #: sessions, or 16 of 1 MB, which one team's agents pass. Past the bound a
 #: session is served whole, at several times the CPU (64 sessions of 441 KB:
-#: a mean of 8.9 ms a request at 16 MiB, 4.1 ms at 64 MiB; docs/performance.md,
-#: session 27). Memory: about 1 MiB a held session of 441 KB across the memos.
+#: a mean of 8.9-9.6 ms a request at 16 MiB, 2.6-4.1 ms at 64 MiB;
+#: docs/performance.md, session 27). Memory: 0.5-1 MiB a held session of 441 KB
+#: across the memos.
 HISTORY_CACHE_MB = 64
 HISTORY_CACHE_BYTES = HISTORY_CACHE_MB * 1024 * 1024
 
