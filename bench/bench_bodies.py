@@ -318,7 +318,7 @@ def copy_floor_us(bodies: dict[int, tuple[dict[str, Any], str]]) -> dict[int, fl
     steady state reuses its memory. Copying into fresh memory (what this measured
     until session 27, `bytes(bytearray(body))`) also timed the page faults of
     mapping 2 MB: 962 us for 1 MB on one VM against 14-20 us for 300 KB, a floor
-    slope of 1.03 us/KB instead of about 0.05, which flattered the gateways' slopes
+    slope of 1.03 us/KB instead of about 0.02, which flattered the gateways' slopes
     against it (docs/performance.md, session 27)."""
     raws = {kb: orjson.dumps(body) for kb, (body, _) in bodies.items()}
     target = memoryview(bytearray(max((len(r) for r in raws.values()), default=0)))

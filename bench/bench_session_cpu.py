@@ -40,7 +40,7 @@ tool outputs, sent turn by turn in turn (turn 1 of every session, then turn 2,
 reported as `<mode> x N alike`. The gateway's memos find a conversation by its
 opening, which such sessions share (docs/performance.md, session 25). Past the
 memos' bound (`--history-mb`, server.history_cache_mb: about 36 sessions of
-441 KB at the default 16) the sessions not kept are served whole, which the
+441 KB at 16 MiB, 128 at the default 64) the sessions not kept are served whole, which the
 median hides: the last column is the last window's 90th percentile
 (docs/performance.md, session 26).
 
@@ -436,7 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=None,
         metavar="MB",
-        help="server.history_cache_mb (default: the gateway's, 16)",
+        help="server.history_cache_mb (default: the tree's own; 64 since session 27)",
     )
     p.add_argument("--sim-url", default=None, help="a running simulator (else one is started)")
     p.add_argument("--quick", action="store_true", help="tiny run (smoke test)")
